@@ -1,0 +1,98 @@
+# mapsync: a persistent-memory DAX workbench.  `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+KERNEL  ?= patched# patched | stock: the kernel `test`, `run` and `shell` boot
+KCONFIG ?= default# default | debug (lockdep, KFENCE, DEBUG_VM)
+TARBALL ?= /usr/src/linux-source-6.12.tar.xz
+export MAPSYNC_TARBALL := $(TARBALL)
+
+ifeq ($(filter $(KERNEL),patched stock),)
+$(error KERNEL=$(KERNEL): use KERNEL=patched or KERNEL=stock)
+endif
+ifeq ($(filter $(KCONFIG),default debug),)
+$(error KCONFIG=$(KCONFIG): use KCONFIG=default or KCONFIG=debug)
+endif
+
+B        := build
+DBG       = $(if $(filter debug,$(KCONFIG)),-debug)
+KOBJ      = $(KERNEL)$(DBG)
+BZIMAGE   = $(B)/kernel/$(KOBJ)/bzImage
+INITRD   := $(B)/rootfs/initramfs.cpio.gz
+KSRC      = $(B)/kernel/src-$(KERNEL)/linux-source-6.12
+PATCHES  := $(shell sed -e 's/\#.*//' -e '/^[[:space:]]*$$/d' kernel-patches/series 2>/dev/null | sed 's|^|kernel-patches/|')
+KDEPS    := kernel-patches/build-kernel.sh kernel-patches/mapsync.config \
+            $(if $(filter debug,$(KCONFIG)),kernel-patches/debug.config) $(TARBALL)
+
+DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
+            libpmem2-dev libpmem-dev pmdk-tools busybox-static cpio bc flex bison \
+            libelf-dev libssl-dev gnuplot-nox build-essential xz-utils file fio \
+            util-linux perl python3 rsync kmod
+
+.PHONY: help deps kernel stock-kernel rootfs tests run test shell clean
+
+help:
+	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
+	@echo
+	@echo "  make run           set up, build, boot, run the tests and print the report"
+	@echo "  make test          the test suite (ends with 'N passed, N failed, N skipped')"
+	@echo "  make shell         interactive shell in the guest (pmem at build/pmem/pmem0.img)"
+	@echo "  make deps          install missing Debian packages (root; apt-get update first)"
+	@echo "  make kernel        build the patched kernel  -> build/kernel/patched/bzImage"
+	@echo "  make stock-kernel  build the unpatched kernel -> build/kernel/stock/bzImage"
+	@echo "  make rootfs        build the guest initramfs -> $(INITRD)"
+	@echo "  make clean         remove build output (keeps build/pmem images and build/results)"
+	@echo
+	@echo "  variables: KERNEL=patched|stock (which kernel test/run/shell boot)"
+	@echo "             KCONFIG=default|debug (debug: lockdep, KFENCE, DEBUG_VM)"
+	@echo "             RUNFLAGS='...' (extra qemu/mapsync-run options, e.g. --accel tcg)"
+
+# --- packages: only what is missing, apt-get update once first
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		[ "$$(id -u)" = 0 ] || { echo "deps: missing packages: $$missing; run 'make deps' as root" >&2; exit 1; }; \
+		echo "[$$(date +%T)] deps: installing $$(echo $$missing)"; \
+		apt-get update -q >$(B).apt.log 2>&1 && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >>$(B).apt.log 2>&1 || \
+			{ echo "deps: apt-get failed; see $(B).apt.log" >&2; tail -n 20 $(B).apt.log >&2; exit 1; }; \
+		rm -f $(B).apt.log; \
+	fi
+
+# --- kernels: the build script itself is incremental; make only decides whether to call it
+kernel: deps $(B)/kernel/patched$(DBG)/bzImage
+stock-kernel: deps $(B)/kernel/stock$(DBG)/bzImage
+
+$(B)/kernel/patched/bzImage: $(KDEPS) kernel-patches/series $(PATCHES)
+	kernel-patches/build-kernel.sh patched default
+$(B)/kernel/patched-debug/bzImage: $(KDEPS) kernel-patches/series $(PATCHES)
+	kernel-patches/build-kernel.sh patched debug
+$(B)/kernel/stock/bzImage: $(KDEPS)
+	kernel-patches/build-kernel.sh stock default
+$(B)/kernel/stock-debug/bzImage: $(KDEPS)
+	kernel-patches/build-kernel.sh stock debug
+
+# the kselftest harness comes from the unpacked tree of the kernel under test
+$(KSRC)/tools/testing/selftests/kselftest_harness.h: | $(BZIMAGE)
+
+# --- guest programs (run from the 9p share) and the initramfs
+tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h
+	@$(MAKE) -s -C pmem-tests KSRC=$(abspath $(KSRC)) OUT=$(abspath $(B))/pmem-tests
+
+rootfs: deps tests
+	@mkdir -p $(B)/rootfs
+	@guest-rootfs/build.sh $(abspath $(INITRD)) $(wildcard $(B)/pmem-tests/*)
+
+# --- booting
+test: deps $(BZIMAGE) rootfs
+	@pmem-tests/suite --kernel $(BZIMAGE) $(RUNFLAGS)
+
+run: test
+
+shell: deps $(BZIMAGE) rootfs
+	@qemu/mapsync-run --shell -k $(BZIMAGE) $(RUNFLAGS)
+
+clean:
+	@echo "clean: removing build output; keeping build/pmem (pmem images) and build/results"
+	rm -rf $(B)/kernel $(B)/rootfs $(B)/pmem-tests $(B)/test-images $(B)/accel $(B)/logs

@@ -1,0 +1,139 @@
+#!/bin/bash
+# Build one flavour of the mapsync kernel out of tree.
+#
+#   kernel-patches/build-kernel.sh patched|stock [default|debug]
+#
+# patched: Debian's linux-source-6.12 with kernel-patches/series applied.
+# stock:   the same tree with no patches.
+# Both use tinyconfig + kernel-patches/mapsync.config (+ debug.config for the
+# debug flavour), and every option of the fragments is checked after
+# olddefconfig.  Rebuilds are incremental: the tarball is unpacked again only
+# when it changed, patches are popped and pushed like quilt (only the part of
+# the series that changed), and .config keeps its timestamp when its content
+# did not change.
+set -euo pipefail
+
+flavour=${1:?usage: build-kernel.sh patched|stock [default|debug]}
+kconfig=${2:-default}
+top=$(cd "$(dirname "$0")/.." && pwd)
+here=$top/kernel-patches
+tarball=${MAPSYNC_TARBALL:-/usr/src/linux-source-6.12.tar.xz}
+build=$top/build
+logs=$build/logs
+
+die() { echo "build-kernel: $*" >&2; exit 1; }
+step() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
+
+case $flavour in patched|stock) ;; *) die "unknown flavour '$flavour' (patched or stock)";; esac
+case $kconfig in
+default) fragments=("$here/mapsync.config"); objname=$flavour ;;
+debug) fragments=("$here/mapsync.config" "$here/debug.config"); objname=$flavour-debug ;;
+*) die "unknown KCONFIG '$kconfig' (default or debug)";;
+esac
+[ -r "$tarball" ] || die "missing $tarball: run 'make deps' (installs linux-source-6.12)"
+command -v flex >/dev/null && command -v bison >/dev/null && command -v bc >/dev/null ||
+	die "flex, bison or bc missing: run 'make deps'"
+
+srcroot=$build/kernel/src-$flavour
+src=$srcroot/linux-source-6.12
+obj=$build/kernel/obj-$objname
+mkdir -p "$srcroot" "$obj" "$logs"
+
+# --- 1. unpack (only when the tarball changed)
+stamp="$(stat -c '%s %Y' "$tarball") $tarball"
+if [ ! -f "$srcroot/.tarball" ] || [ "$(cat "$srcroot/.tarball")" != "$stamp" ]; then
+	step "unpacking $(basename "$tarball") for $flavour"
+	rm -rf "$src" "$srcroot/.applied" "$srcroot/.tarball"
+	tar -C "$srcroot" -xf "$tarball"
+	[ -f "$src/Makefile" ] || die "$tarball did not unpack to linux-source-6.12/"
+	echo "$stamp" > "$srcroot/.tarball"
+	# a new tree invalidates every object built from the old one
+	rm -rf "$obj"; mkdir -p "$obj"
+fi
+
+# --- 2. patches: pop what changed, push the rest (quilt semantics)
+applied=$srcroot/.applied
+mkdir -p "$applied"
+want=()
+if [ "$flavour" = patched ] && [ -f "$here/series" ]; then
+	while read -r p _; do
+		case $p in ''|'#'*) continue;; esac
+		[ -f "$here/$p" ] || die "kernel-patches/series names $p, which does not exist"
+		want+=("$p")
+	done < "$here/series"
+fi
+mapfile -t have < <(cd "$applied" && ls | sort)
+keep=0
+while [ $keep -lt ${#have[@]} ] && [ $keep -lt ${#want[@]} ] &&
+      [ "${have[$keep]}" = "$(printf '%03d-%s' $keep "${want[$keep]}")" ] &&
+      cmp -s "$applied/${have[$keep]}" "$here/${want[$keep]}"; do
+	keep=$((keep + 1))
+done
+for ((i = ${#have[@]} - 1; i >= keep; i--)); do
+	step "popping ${have[$i]#???-}"
+	patch -d "$src" -p1 -R -s -f < "$applied/${have[$i]}" >/dev/null ||
+		die "could not reverse ${have[$i]#???-}; remove $srcroot to unpack afresh"
+	rm -f "$applied/${have[$i]}"
+done
+for ((i = keep; i < ${#want[@]}; i++)); do
+	p=${want[$i]}
+	if ! out=$(patch -d "$src" -p1 -f --dry-run < "$here/$p" 2>&1); then
+		echo "build-kernel: patch $p does not apply to $(basename "$tarball"):" >&2
+		grep -E 'FAILED|can.t find file|patching file|malformed|Reversed' <<< "$out" | sed 's/^/    /' >&2
+		echo "build-kernel: fix the hunk(s) above in kernel-patches/$p (the tree has the patches before it applied)" >&2
+		exit 1
+	fi
+	step "applying $p"
+	patch -d "$src" -p1 -f -s < "$here/$p" >/dev/null
+	cp "$here/$p" "$applied/$(printf '%03d-%s' "$i" "$p")"
+done
+
+# --- 3. config: tinyconfig + fragments, checked; keep .config's mtime if unchanged
+step "configuring $objname (tinyconfig + $(for f in "${fragments[@]}"; do basename "$f"; done | paste -sd+))"
+[ -f "$obj/.config" ] && cp -p "$obj/.config" "$obj/.config.prev"
+make -s -C "$src" O="$obj" tinyconfig >/dev/null
+(cd "$src" && scripts/kconfig/merge_config.sh -m -O "$obj" "$obj/.config" "${fragments[@]}" >/dev/null)
+make -s -C "$src" O="$obj" olddefconfig >/dev/null
+dropped=()
+for f in "${fragments[@]}"; do
+	while IFS= read -r line; do
+		opt=${line%%=*} val=${line#*=}
+		if [ "$val" = n ]; then
+			grep -q "^$opt=" "$obj/.config" && dropped+=("$line (is $(grep "^$opt=" "$obj/.config"))")
+		elif ! grep -qx "$line" "$obj/.config"; then
+			now=$(grep -E "^$opt=|^# $opt is not set" "$obj/.config" || echo "absent")
+			dropped+=("$line (now: $now)")
+		fi
+	done < <(grep -E '^CONFIG_[A-Za-z0-9_]+=' "$f")
+done
+if [ ${#dropped[@]} -gt 0 ]; then
+	echo "build-kernel: olddefconfig dropped options of the fragment (a dependency is missing):" >&2
+	printf '    %s\n' "${dropped[@]}" >&2
+	echo "build-kernel: add the missing dependency to the fragment; 'make -C $src O=$obj menuconfig' shows it" >&2
+	rm -f "$obj/.config.prev"
+	exit 1
+fi
+if [ -f "$obj/.config.prev" ]; then
+	if cmp -s "$obj/.config" "$obj/.config.prev"; then
+		mv "$obj/.config.prev" "$obj/.config"
+	else
+		step "config changed: Kbuild rebuilds what depends on the changed options"
+		rm -f "$obj/.config.prev"
+	fi
+fi
+
+# --- 4. build
+log=$logs/$(date +%Y%m%d-%H%M%S)-kernel-$objname.log
+step "building bzImage ($objname, -j$(nproc)); log: ${log#"$top"/}"
+t0=$(date +%s)
+if ! make -C "$src" O="$obj" -j"$(nproc)" bzImage > "$log" 2>&1; then
+	echo "build-kernel: the $objname kernel failed to build; log: $log" >&2
+	grep -E 'error|Error' "$log" | head -20 >&2 || true
+	tail -n 40 "$log" >&2
+	exit 1
+fi
+mkdir -p "$build/kernel/$objname"
+cp -p "$obj/arch/x86/boot/bzImage" "$build/kernel/$objname/bzImage"
+cp -p "$obj/.config" "$build/kernel/$objname/config"
+( cd "$applied" && ls | sed 's/^...-//' ) > "$build/kernel/$objname/series"
+step "kernel $objname ready in $(( $(date +%s) - t0 )) s: build/kernel/$objname/bzImage ($(wc -l < "$build/kernel/$objname/series") patches)"
