@@ -80,8 +80,10 @@ $(KSRC)/tools/testing/selftests/kselftest_harness.h: | $(BZIMAGE)
 tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h
 	@$(MAKE) -s -C pmem-tests KSRC=$(abspath $(KSRC)) OUT=$(abspath $(B))/pmem-tests
 
-rootfs: deps tests
-	@mkdir -p $(B)/rootfs
+# the test programs run from the share, but the libraries they link go in
+rootfs: deps tests $(INITRD)
+$(INITRD): guest-rootfs/build.sh guest-rootfs/manifest guest-rootfs/init guest-rootfs/powercut \
+           $(wildcard pmem-tests/*.c) pmem-tests/Makefile | tests
 	@guest-rootfs/build.sh $(abspath $(INITRD)) $(wildcard $(B)/pmem-tests/*)
 
 # --- booting

@@ -79,7 +79,7 @@ for ((i = keep; i < ${#want[@]}; i++)); do
 	p=${want[$i]}
 	if ! out=$(patch -d "$src" -p1 -f --dry-run < "$here/$p" 2>&1); then
 		echo "build-kernel: patch $p does not apply to $(basename "$tarball"):" >&2
-		grep -E 'FAILED|can.t find file|patching file|malformed|Reversed' <<< "$out" | sed 's/^/    /' >&2
+		grep -E 'FAILED|can.t find file|patching file|checking file|malformed|Reversed' <<< "$out" | sed 's/^/    /' >&2
 		echo "build-kernel: fix the hunk(s) above in kernel-patches/$p (the tree has the patches before it applied)" >&2
 		exit 1
 	fi
@@ -133,7 +133,7 @@ if ! make -C "$src" O="$obj" -j"$(nproc)" bzImage > "$log" 2>&1; then
 	exit 1
 fi
 mkdir -p "$build/kernel/$objname"
-cp -p "$obj/arch/x86/boot/bzImage" "$build/kernel/$objname/bzImage"
+cp "$obj/arch/x86/boot/bzImage" "$build/kernel/$objname/bzImage"
 cp -p "$obj/.config" "$build/kernel/$objname/config"
 ( cd "$applied" && ls | sed 's/^...-//' ) > "$build/kernel/$objname/series"
 step "kernel $objname ready in $(( $(date +%s) - t0 )) s: build/kernel/$objname/bzImage ($(wc -l < "$build/kernel/$objname/series") patches)"
