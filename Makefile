@@ -77,14 +77,29 @@ $(B)/kernel/stock-debug/bzImage: $(KDEPS)
 $(KSRC)/tools/testing/selftests/kselftest_harness.h: | $(BZIMAGE)
 
 # --- guest programs (run from the 9p share) and the initramfs
-tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h
+# The kselftest of our series is built from the patched tree with the tree's
+# own selftest Makefile, and runs on both kernels (stock shows the bugs).
+PSRC     := $(B)/kernel/src-patched/linux-source-6.12
+POBJ     := $(B)/kernel/obj-patched
+SELFTESTS := $(B)/selftests/map_shared_validate
+
+tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h $(SELFTESTS)
 	@$(MAKE) -s -C pmem-tests KSRC=$(abspath $(KSRC)) OUT=$(abspath $(B))/pmem-tests
+
+$(POBJ)/usr/include/linux/mman.h: $(B)/kernel/patched/bzImage
+	@$(MAKE) -s -C $(PSRC) O=$(abspath $(POBJ)) headers
+	@touch $@
+
+$(B)/selftests/%: $(B)/kernel/patched/bzImage $(POBJ)/usr/include/linux/mman.h
+	@echo "  CC      selftests/mm/$* (patched tree)"; mkdir -p $(@D)
+	@$(MAKE) -s -C $(PSRC)/tools/testing/selftests/mm OUTPUT=$(abspath $(B))/selftests \
+		KHDR_INCLUDES="-isystem $(abspath $(POBJ))/usr/include" $(abspath $@)
 
 # the test programs run from the share, but the libraries they link go in
 rootfs: deps tests $(INITRD)
 $(INITRD): guest-rootfs/build.sh guest-rootfs/manifest guest-rootfs/init guest-rootfs/powercut \
            $(wildcard pmem-tests/*.c) pmem-tests/Makefile | tests
-	@guest-rootfs/build.sh $(abspath $(INITRD)) $(wildcard $(B)/pmem-tests/*)
+	@guest-rootfs/build.sh $(abspath $(INITRD)) $(wildcard $(B)/pmem-tests/*) $(SELFTESTS)
 
 # --- booting
 test: deps $(BZIMAGE) rootfs
