@@ -35,7 +35,8 @@ help:
 	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
 	@echo
 	@echo "  make run           set up, build, boot, run the tests and print the report"
-	@echo "  make test          the test suite (ends with 'N passed, N failed, N skipped')"
+	@echo "  make test          the test suite on the patched, then the stock kernel"
+	@echo "                     (ends with 'N passed, N failed, N skipped')"
 	@echo "  make shell         interactive shell in the guest (pmem at build/pmem/pmem0.img)"
 	@echo "  make deps          install missing Debian packages (root; apt-get update first)"
 	@echo "  make kernel        build the patched kernel  -> build/kernel/patched/bzImage"
@@ -43,7 +44,7 @@ help:
 	@echo "  make rootfs        build the guest initramfs -> $(INITRD)"
 	@echo "  make clean         remove build output (keeps build/pmem images and build/results)"
 	@echo
-	@echo "  variables: KERNEL=patched|stock (which kernel test/run/shell boot)"
+	@echo "  variables: KERNEL=patched|stock (the kernel run/shell boot; test: only that one)"
 	@echo "             KCONFIG=default|debug (debug: lockdep, KFENCE, DEBUG_VM)"
 	@echo "             RUNFLAGS='...' (extra qemu/mapsync-run options, e.g. --accel tcg)"
 
@@ -102,8 +103,17 @@ $(INITRD): guest-rootfs/build.sh guest-rootfs/manifest guest-rootfs/init guest-r
 	@guest-rootfs/build.sh $(abspath $(INITRD)) $(wildcard $(B)/pmem-tests/*) $(SELFTESTS)
 
 # --- booting
-test: deps $(BZIMAGE) rootfs
-	@pmem-tests/suite --kernel $(BZIMAGE) $(RUNFLAGS)
+# `make test` runs the suite on the patched kernel, then on the stock one
+# (where each bug our patches fix must reproduce); KERNEL=... runs just one.
+ifeq ($(origin KERNEL),command line)
+TEST_KERNELS := $(KERNEL)
+else
+TEST_KERNELS := patched stock
+endif
+TEST_IMAGES  := $(foreach k,$(TEST_KERNELS),$(B)/kernel/$(k)$(DBG)/bzImage)
+
+test: deps $(TEST_IMAGES) rootfs
+	@pmem-tests/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS)
 
 run: test
 
