@@ -115,7 +115,11 @@ TEST_IMAGES  := $(foreach k,$(TEST_KERNELS),$(B)/kernel/$(k)$(DBG)/bzImage)
 test: deps $(TEST_IMAGES) rootfs
 	@pmem-tests/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS)
 
-run: test
+# run: the suite on both kernels with a report in build/results/<time>/
+run: deps $(TEST_IMAGES) rootfs
+	@d=$(B)/results/$$(date +%Y%m%d-%H%M%S); \
+	pmem-tests/suite --report $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS); rc=$$?; \
+	echo; cat $$d/report.md; exit $$rc
 
 shell: deps $(BZIMAGE) rootfs
 	@qemu/mapsync-run --shell -k $(BZIMAGE) $(RUNFLAGS)
