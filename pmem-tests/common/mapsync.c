@@ -13,6 +13,8 @@ static const char *const mount_env[MS_NR_MOUNTS] = {
 	[MS_EXT4_NODAX] = "MAPSYNC_EXT4_NODAX",
 	[MS_XFS_DAX] = "MAPSYNC_XFS_DAX",
 	[MS_XFS_NODAX] = "MAPSYNC_XFS_NODAX",
+	[MS_EXT2_DAX] = "MAPSYNC_EXT2_DAX",
+	[MS_EXT2_NODAX] = "MAPSYNC_EXT2_NODAX",
 };
 
 const char *ms_mount_env(enum ms_mount m)
@@ -72,4 +74,57 @@ bool ms_has_option(const char *opts, const char *opt)
 		p += n;
 	}
 	return false;
+}
+
+#define TRACEFS "/sys/kernel/tracing"
+
+static int write_str(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+static const char *const fault_events[] = {
+	"dax_pte_fault_done", "dax_pmd_fault_done", "dax_insert_pfn_mkwrite",
+};
+
+int ms_trace_start(void)
+{
+	char path[PATH_MAX];
+	size_t i;
+
+	if (write_str(TRACEFS "/tracing_on", "0") || write_str(TRACEFS "/trace", ""))
+		return -1;
+	for (i = 0; i < sizeof(fault_events) / sizeof(fault_events[0]); i++) {
+		snprintf(path, sizeof(path), TRACEFS "/events/fs_dax/%s/enable", fault_events[i]);
+		if (write_str(path, "1"))
+			return -1;
+	}
+	return write_str(TRACEFS "/tracing_on", "1");
+}
+
+int ms_trace_count(const char *event, unsigned long ino, const char *word)
+{
+	char line[1024], evt[128], inos[64];
+	FILE *f;
+	int n = 0;
+
+	if (write_str(TRACEFS "/tracing_on", "0"))
+		return -1;
+	f = fopen(TRACEFS "/trace", "r");
+	if (!f)
+		return -1;
+	snprintf(evt, sizeof(evt), " %s: ", event);
+	snprintf(inos, sizeof(inos), " ino %#lx ", ino);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, evt) && strstr(line, inos) && (!word || strstr(line, word)))
+			n++;
+	fclose(f);
+	return n;
 }

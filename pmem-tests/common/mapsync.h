@@ -4,6 +4,7 @@
 #define MAPSYNC_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* The mounts pmem-tests/run prepares; each is named by an environment variable. */
 enum ms_mount {
@@ -11,6 +12,8 @@ enum ms_mount {
 	MS_EXT4_NODAX,
 	MS_XFS_DAX,
 	MS_XFS_NODAX,
+	MS_EXT2_DAX,
+	MS_EXT2_NODAX,
 	MS_NR_MOUNTS
 };
 
@@ -23,4 +26,13 @@ int ms_create_file(const char *dir, const char *name, off_t size);
 int ms_mount_options(const char *dir, char *buf, size_t len);
 /* Whether a comma-separated option list holds opt exactly. */
 bool ms_has_option(const char *opts, const char *opt);
+
+/*
+ * fs_dax trace events (tracefs): ms_trace_start() clears the buffer and
+ * enables the fault events; ms_trace_count() stops tracing and counts the
+ * lines of event `event` for inode `ino` that contain `word` (NULL: all).
+ * Both return -1 when tracefs or the events are missing.
+ */
+int ms_trace_start(void);
+int ms_trace_count(const char *event, unsigned long ino, const char *word);
 #endif
