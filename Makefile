@@ -29,7 +29,7 @@ DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
             libelf-dev libssl-dev gnuplot-nox build-essential xz-utils file fio \
             util-linux perl python3 rsync kmod
 
-.PHONY: help deps kernel stock-kernel rootfs tests run test shell clean
+.PHONY: help deps kernel stock-kernel rootfs tests run test test-crash shell clean
 
 help:
 	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
@@ -37,6 +37,7 @@ help:
 	@echo "  make run           set up, build, boot, run the tests and print the report"
 	@echo "  make test          the test suite on the patched, then the stock kernel"
 	@echo "                     (ends with 'N passed, N failed, N skipped')"
+	@echo "  make test-crash    power-failure tests: 20 random power cuts per file system"
 	@echo "  make shell         interactive shell in the guest (pmem at build/pmem/pmem0.img)"
 	@echo "  make deps          install missing Debian packages (root; apt-get update first)"
 	@echo "  make kernel        build the patched kernel  -> build/kernel/patched/bzImage"
@@ -95,12 +96,13 @@ $(B)/selftests/%: $(B)/kernel/patched/bzImage $(POBJ)/usr/include/linux/mman.h
 	@echo "  CC      selftests/mm/$* (patched tree)"; mkdir -p $(@D)
 	@$(MAKE) -s -C $(PSRC)/tools/testing/selftests/mm OUTPUT=$(abspath $(B))/selftests \
 		KHDR_INCLUDES="-isystem $(abspath $(POBJ))/usr/include" $(abspath $@)
+	@touch $@
 
 # the test programs run from the share, but the libraries they link go in
 rootfs: deps tests $(INITRD)
 $(INITRD): guest-rootfs/build.sh guest-rootfs/manifest guest-rootfs/init guest-rootfs/powercut \
-           $(wildcard pmem-tests/*.c) pmem-tests/Makefile | tests
-	@guest-rootfs/build.sh $(abspath $(INITRD)) $(wildcard $(B)/pmem-tests/*) $(SELFTESTS)
+           $(wildcard pmem-tests/*.c pmem-tests/tools/*.c) pmem-tests/Makefile | tests
+	@guest-rootfs/build.sh $(abspath $(INITRD)) $(wildcard $(B)/pmem-tests/* $(B)/tools/*) $(SELFTESTS)
 
 # --- booting
 # `make test` runs the suite on the patched kernel, then on the stock one
@@ -116,6 +118,11 @@ test: deps $(TEST_IMAGES) rootfs
 	@pmem-tests/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS)
 
 # run: the suite on both kernels with a report in build/results/<time>/
+# test-crash: the power-failure tests alone, 20 random cycles per fs
+CRASH_CYCLES ?= 20
+test-crash: deps $(BZIMAGE) rootfs
+	@pmem-tests/crash --cycles $(CRASH_CYCLES) --kernel $(BZIMAGE) $(RUNFLAGS)
+
 run: deps $(TEST_IMAGES) rootfs
 	@d=$(B)/results/$$(date +%Y%m%d-%H%M%S); \
 	pmem-tests/suite --report $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS); rc=$$?; \

@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * crash: the guest side of the power-failure tests (pmem-tests/crash).
+ *
+ *   crash write DIR KIND CASE...   write records, print "REC path seq off" on
+ *                                  stdout right after each one is persisted
+ *   crash loop DIR KIND            the same with 4 KiB faults in one sparse
+ *                                  file, until the plug is pulled (prints
+ *                                  WRITER-START first, WRITER-END if it ends)
+ *   crash check RECORDS            verify every record of a REC list
+ *
+ * KIND is how a record is made durable:
+ *   sync    MAP_SHARED_VALIDATE|MAP_SYNC, CPU cache flushes only (pmem_persist)
+ *   shared  MAP_SHARED, CPU cache flushes only: no msync (a control that must lose)
+ *   msync   MAP_SHARED, CPU cache flushes, then msync(MS_SYNC)
+ * CASE is where the records go:
+ *   sparse    pages of a file truncated up (holes)
+ *   fallocate pages of a fallocated (unwritten) range
+ *   extend    pages past the old EOF, after ftruncate extends the file
+ *   pmd       one record per 2 MiB extent of a 2 MiB-aligned mapping
+ *   files     one record in each of many small new files
+ *   eof       one record in the EOF page of each of many written, synced
+ *             files of 2 pages + 100 bytes (an overwrite: needs no sync)
+ * Each file is created and sized, then fsynced (with its directory) before
+ * any record is written, so only what the record's write did is at stake.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libpmem.h>
+#include <limits.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
+
+#define PG 4096UL
+#define PMD (2UL << 20)
+#define NREC 64			/* records per case */
+#define MAGIC 0x6d617073796e6321ULL
+
+struct rec {
+	uint64_t magic, seq, off, payload[4], csum;
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+static uint64_t rec_sum(const struct rec *r)
+{
+	const unsigned char *p = (const void *)r;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t i;
+
+	for (i = 0; i < offsetof(struct rec, csum); i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static void rec_make(struct rec *r, uint64_t seq, uint64_t off)
+{
+	int i;
+
+	r->magic = MAGIC;
+	r->seq = seq;
+	r->off = off;
+	for (i = 0; i < 4; i++)
+		r->payload[i] = mix(seq * 4 + i + off);
+	r->csum = rec_sum(r);
+}
+
+static void die(const char *what, const char *path)
+{
+	fprintf(stderr, "crash: %s %s: %s\n", what, path, strerror(errno));
+	exit(2);
+}
+
+static uint64_t seq;
+static int kind_flags;		/* mmap flags */
+static int kind_msync;
+
+static void ack(const char *path, uint64_t s, uint64_t off)
+{
+	char line[PATH_MAX + 64];
+	int n = snprintf(line, sizeof(line), "REC %s %llu %llu\n", path,
+			 (unsigned long long)s, (unsigned long long)off);
+
+	/* unbuffered: once it is on the wire the host counts it */
+	if (write(1, line, n) != n)
+		exit(2);
+}
+
+/* Write one record at off through the mapping, make it durable, ack it. */
+static void put(const char *path, char *map, uint64_t off)
+{
+	struct rec *r = (struct rec *)(map + off);
+
+	rec_make(r, ++seq, off);
+	pmem_persist(r, sizeof(*r));
+	if (kind_msync && msync(map + (off & ~(PG - 1)), PG, MS_SYNC))
+		die("msync", path);
+	ack(path, seq, off);
+}
+
+static int sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+	int ret;
+
+	if (fd < 0)
+		return -1;
+	ret = fsync(fd);
+	close(fd);
+	return ret;
+}
+
+/* Create path sized size (prepared as the case says), durable before use. */
+static char *prepare(const char *dir, const char *path, const char *cas, size_t size,
+		     size_t *maplen)
+{
+	size_t len = size;
+	char *map;
+	int fd;
+
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		die("create", path);
+	if (!strcmp(cas, "fallocate")) {
+		if (fallocate(fd, 0, 0, size))
+			die("fallocate", path);
+	} else if (!strcmp(cas, "eof")) {
+		char buf[2 * PG + 100];
+
+		memset(buf, 'f', sizeof(buf));
+		if (pwrite(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
+			die("write", path);
+	} else if (!strcmp(cas, "extend")) {
+		/* one written page, synced; records go past this EOF */
+		char page[PG];
+
+		memset(page, 'e', sizeof(page));
+		if (pwrite(fd, page, PG, 0) != (ssize_t)PG)
+			die("write", path);
+	} else if (ftruncate(fd, size)) {	/* sparse, pmd, pte, files */
+		die("ftruncate", path);
+	}
+	if (fsync(fd) || sync_dir(dir))
+		die("fsync", path);
+	if (!strcmp(cas, "extend") && ftruncate(fd, size))	/* not synced */
+		die("ftruncate", path);
+	if (!strcmp(cas, "pmd") || !strcmp(cas, "pte")) {
+		/*
+		 * pmd: a 2 MiB-aligned address, for 2 MiB faults; pte: 4 KiB
+		 * past one, which rules them out (no madvise in our kernel).
+		 */
+		char *p = mmap(NULL, len + 2 * PMD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			die("reserve", path);
+		p = (char *)(((uintptr_t)p + PMD - 1) & ~(PMD - 1));
+		if (!strcmp(cas, "pte"))
+			p += PG;
+		map = mmap(p, len, PROT_READ | PROT_WRITE, kind_flags | MAP_FIXED, fd, 0);
+	} else {
+		map = mmap(NULL, len, PROT_READ | PROT_WRITE, kind_flags, fd, 0);
+	}
+	if (map == MAP_FAILED)
+		die("mmap", path);
+	close(fd);
+	*maplen = len;
+	return map;
+}
+
+static void write_case(const char *dir, const char *cas, const char *kind)
+{
+	char path[PATH_MAX];
+	size_t len, i;
+	char *map;
+
+	if (!strcmp(cas, "files") || !strcmp(cas, "eof")) {
+		bool eof = !strcmp(cas, "eof");
+
+		for (i = 0; i < (eof ? 16 : NREC); i++) {
+			snprintf(path, sizeof(path), "%s/%s-%s-%03zu", dir, cas, kind, i);
+			map = prepare(dir, path, cas, eof ? 3 * PG : PG, &len);
+			put(path, map, eof ? 2 * PG : 0);
+			munmap(map, len);
+		}
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/%s-%s", dir, cas, kind);
+	if (!strcmp(cas, "pmd")) {
+		map = prepare(dir, path, cas, 8 * PMD, &len);
+		for (i = 0; i < 8; i++)
+			put(path, map, i * PMD + 64 * i);
+	} else {
+		map = prepare(dir, path, cas, (NREC + 1) * PG, &len);
+		for (i = 0; i < NREC; i++)
+			put(path, map, (i + (!strcmp(cas, "extend") ? 1 : 0)) * PG + 64 * (i % 8));
+	}
+	munmap(map, len);
+}
+
+static int set_kind(const char *kind)
+{
+	if (!strcmp(kind, "sync"))
+		kind_flags = MAP_SHARED_VALIDATE | MAP_SYNC;
+	else if (!strcmp(kind, "shared"))
+		kind_flags = MAP_SHARED;
+	else if (!strcmp(kind, "msync"))
+		kind_flags = MAP_SHARED, kind_msync = 1;
+	else
+		return -1;
+	return 0;
+}
+
+/* Is [off, off+len) of fd in a written (mapped, not unwritten) extent? */
+static int written_extent(int fd, uint64_t off, uint64_t len)
+{
+	struct {
+		struct fiemap fm;
+		struct fiemap_extent fe[1];
+	} f;
+
+	memset(&f, 0, sizeof(f));
+	f.fm.fm_start = off;
+	f.fm.fm_length = len;
+	f.fm.fm_flags = FIEMAP_FLAG_SYNC;
+	f.fm.fm_extent_count = 1;
+	if (ioctl(fd, FS_IOC_FIEMAP, &f.fm))
+		return -1;
+	if (f.fm.fm_mapped_extents < 1 || f.fe[0].fe_logical > off)
+		return 0;
+	return !(f.fe[0].fe_flags & FIEMAP_EXTENT_UNWRITTEN);
+}
+
+static int check(const char *list)
+{
+	char path[PATH_MAX], reason[256];
+	unsigned long long s, off;
+	int total = 0, lost = 0;
+	FILE *f = fopen(list, "r");
+
+	if (!f)
+		die("open", list);
+	while (fscanf(f, "REC %4095s %llu %llu\n", path, &s, &off) == 3) {
+		struct rec want, got;
+		struct stat st;
+		int fd, w;
+
+		total++;
+		rec_make(&want, s, off);
+		reason[0] = 0;
+		fd = open(path, O_RDONLY);
+		if (fd < 0) {
+			snprintf(reason, sizeof(reason), "file missing (%s)", strerror(errno));
+		} else if (fstat(fd, &st) || (uint64_t)st.st_size < off + sizeof(want)) {
+			snprintf(reason, sizeof(reason), "file size %lld < %llu",
+				 (long long)st.st_size, off + sizeof(want));
+		} else if (pread(fd, &got, sizeof(got), off) != sizeof(got)) {
+			snprintf(reason, sizeof(reason), "read: %s", strerror(errno));
+		} else if (memcmp(&got, &want, sizeof(got))) {
+			snprintf(reason, sizeof(reason), "contents differ (magic %#llx seq %llu)",
+				 (unsigned long long)got.magic, (unsigned long long)got.seq);
+		} else if ((w = written_extent(fd, off, sizeof(want))) != 1) {
+			snprintf(reason, sizeof(reason), "%s", w < 0 ? "FIEMAP failed" :
+				 "block is a hole or unwritten");
+		}
+		if (fd >= 0)
+			close(fd);
+		if (reason[0]) {
+			lost++;
+			printf("LOST %s seq %llu off %llu: %s\n", path, s, off, reason);
+		}
+	}
+	fclose(f);
+	printf("acknowledged %d found %d lost %d\n", total, total - lost, lost);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int i;
+
+	if (argc >= 3 && !strcmp(argv[1], "check"))
+		return check(argv[2]);
+	if (argc < 4 || set_kind(argv[3])) {
+		fprintf(stderr, "usage: crash write DIR sync|shared|msync CASE...\n"
+				"       crash loop DIR sync|shared|msync\n"
+				"       crash check RECORDS\n");
+		return 2;
+	}
+	if (!strcmp(argv[1], "write")) {
+		for (i = 4; i < argc; i++)
+			write_case(argv[2], argv[i], argv[3]);
+		tcdrain(1);	/* every ack on the wire before the plug is pulled */
+		return 0;
+	}
+	if (!strcmp(argv[1], "loop")) {
+		char path[PATH_MAX];
+		size_t len, n = 32768, i;	/* 128 MiB: never wraps onto acked records */
+		char *map;
+
+		snprintf(path, sizeof(path), "%s/loop-%s", argv[2], argv[3]);
+		/* 4 KiB faults: every record is an allocating, synchronous fault */
+		map = prepare(argv[2], path, "pte", n * PG, &len);
+		printf("WRITER-START\n");
+		fflush(stdout);
+		for (i = 0; i < n; i++)
+			put(path, map, i * PG + 64 * (i % 8));
+		printf("WRITER-END\n");
+		fflush(stdout);
+		tcdrain(1);
+		return 0;
+	}
+	fprintf(stderr, "crash: unknown command %s\n", argv[1]);
+	return 2;
+}
