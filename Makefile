@@ -29,7 +29,7 @@ DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
             libelf-dev libssl-dev gnuplot-nox build-essential xz-utils file fio \
             util-linux perl python3 rsync kmod
 
-.PHONY: help deps kernel stock-kernel rootfs tests run test test-crash shell clean
+.PHONY: help deps kernel stock-kernel rootfs tests run test test-crash bench bench-quick shell clean
 
 help:
 	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
@@ -38,6 +38,8 @@ help:
 	@echo "  make test          the test suite on the patched, then the stock kernel"
 	@echo "                     (ends with 'N passed, N failed, N skipped')"
 	@echo "  make test-crash    power-failure tests: 20 random power cuts per file system"
+	@echo "  make bench         fault-latency benchmark, stock vs patched, 3 repetitions"
+	@echo "  make bench-quick   the same, 1 repetition, fewer faults (a few minutes)"
 	@echo "  make shell         interactive shell in the guest (pmem at build/pmem/pmem0.img)"
 	@echo "  make deps          install missing Debian packages (root; apt-get update first)"
 	@echo "  make kernel        build the patched kernel  -> build/kernel/patched/bzImage"
@@ -85,8 +87,12 @@ PSRC     := $(B)/kernel/src-patched/linux-source-6.12
 POBJ     := $(B)/kernel/obj-patched
 SELFTESTS := $(B)/selftests/map_shared_validate
 
-tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h $(SELFTESTS)
+tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h $(SELFTESTS) $(B)/tools/faultbench
 	@$(MAKE) -s -C pmem-tests KSRC=$(abspath $(KSRC)) OUT=$(abspath $(B))/pmem-tests
+
+$(B)/tools/faultbench: bench/faultbench.c
+	@echo "  CC      $<"; mkdir -p $(@D)
+	@$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $<
 
 $(POBJ)/usr/include/linux/mman.h: $(B)/kernel/patched/bzImage
 	@$(MAKE) -s -C $(PSRC) O=$(abspath $(POBJ)) headers
@@ -101,7 +107,7 @@ $(B)/selftests/%: $(B)/kernel/patched/bzImage $(POBJ)/usr/include/linux/mman.h
 # the test programs run from the share, but the libraries they link go in
 rootfs: deps tests $(INITRD)
 $(INITRD): guest-rootfs/build.sh guest-rootfs/manifest guest-rootfs/init guest-rootfs/powercut \
-           $(wildcard pmem-tests/*.c pmem-tests/tools/*.c) pmem-tests/Makefile | tests
+           $(wildcard pmem-tests/*.c pmem-tests/tools/*.c bench/*.c) pmem-tests/Makefile | tests
 	@guest-rootfs/build.sh $(abspath $(INITRD)) $(wildcard $(B)/pmem-tests/* $(B)/tools/*) $(SELFTESTS)
 
 # --- booting
@@ -118,6 +124,14 @@ test: deps $(TEST_IMAGES) rootfs
 	@pmem-tests/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS)
 
 # run: the suite on both kernels with a report in build/results/<time>/
+# bench: stock and patched booted alternately, 3 repetitions each;
+# bench-quick: 1 repetition with fewer faults (a smoke check, a few minutes)
+BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/patched/bzImage
+bench: deps $(BENCH_KERNELS) rootfs
+	@bench/bench $(foreach k,$(BENCH_KERNELS),--kernel $(k)) $(RUNFLAGS)
+bench-quick: deps $(BENCH_KERNELS) rootfs
+	@bench/bench --quick $(foreach k,$(BENCH_KERNELS),--kernel $(k)) $(RUNFLAGS)
+
 # test-crash: the power-failure tests alone, 20 random cycles per fs
 CRASH_CYCLES ?= 20
 test-crash: deps $(BZIMAGE) rootfs

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""bench/report.py DIR [--quick]: turn bench/bench's raw results into tables and plots.
+
+Reads DIR/bench.jsonl (one line per cell and boot, from faultbench),
+DIR/boots.jsonl (kernel, accelerator, version and series of each boot) and
+DIR/raw/*.txt (every latency), and writes:
+  results.json, results.csv   per kernel and cell: medians over repetitions,
+                              coefficient of variation of the p50
+  report.md                   the ratio tables (printed too)
+  ratio-sync-vs-shared.png    p50 and p99 ratio MAP_SYNC / MAP_SHARED per cell
+  cdf-<fs>-<map>-<state>-<size>.png   latency CDF, one line per kernel
+"""
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+
+METRICS = ["p50_ns", "p90_ns", "p99_ns", "p999_ns", "mean_ns", "max_ns",
+           "faults_per_s", "msync_end_ns", "sync_faults", "pmd_faults"]
+CV_FLAG = 0.10
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def cell_key(r):
+    return (r["fs"], r["map"], r["state"], r["size"])
+
+
+def cell_name(c):
+    return "-".join(c)
+
+
+def us(ns):
+    return f"{ns / 1000:.1f}"
+
+
+def ratio(a, b):
+    return a / b if b else float("nan")
+
+
+def main():
+    out = sys.argv[1]
+    quick = "--quick" in sys.argv
+    rows = load(os.path.join(out, "bench.jsonl"))
+    boots = {b["label"]: b for b in load(os.path.join(out, "boots.jsonl"))}
+    if not rows:
+        sys.exit("report: no results in " + out)
+
+    # kernel -> cell -> list of rows (one per repetition)
+    by = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        by[boots[r["label"]]["kernel"]][cell_key(r)].append(r)
+    kernels = sorted(by, key=lambda k: (k != "stock", k))
+    cells = sorted({c for k in by for c in by[k]})
+
+    agg = {}
+    for k in kernels:
+        for c in cells:
+            reps = by[k].get(c, [])
+            if not reps:
+                continue
+            a = {m: statistics.median(r[m] for r in reps) for m in METRICS}
+            p50s = [r["p50_ns"] for r in reps]
+            a["reps"] = len(reps)
+            a["faults"] = reps[0]["faults"]
+            a["p50_cv"] = (statistics.pstdev(p50s) / statistics.mean(p50s)) if len(p50s) > 1 else 0.0
+            agg[(k, c)] = a
+
+    accels = sorted({b["accel"] for b in boots.values()})
+    meta = {
+        "accelerator": accels,
+        "host_cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                          if l.startswith("model name")), "?"),
+        "kernels": {k: {kk: v for kk, v in b.items() if kk in ("version", "series_sha1", "patches")}
+                    for b in boots.values() for k in [b["kernel"]]},
+        "quick": quick,
+    }
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "cells": [dict(kernel=k, fs=c[0], map=c[1], state=c[2], size=c[3], **a)
+                                           for (k, c), a in sorted(agg.items())]}, f, indent=1)
+    with open(os.path.join(out, "results.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["kernel", "fs", "map", "state", "size", "reps", "faults"] + METRICS + ["p50_cv"])
+        for (k, c), a in sorted(agg.items()):
+            w.writerow([k, *c, a["reps"], a["faults"]] + [a[m] for m in METRICS] + [f"{a['p50_cv']:.3f}"])
+
+    md = []
+    md.append("# Fault-path benchmark" + (" (quick)" if quick else ""))
+    md.append("")
+    md.append(f"Accelerator: **{', '.join(accels)}**. Host CPU: {meta['host_cpu']}. "
+              + "; ".join(f"{k}: {v.get('version', '?')}, {v.get('patches', 0)} patches, series {v.get('series_sha1', '?')}"
+                          for k, v in meta["kernels"].items()) + ".")
+    if "tcg" in accels:
+        md.append("")
+        md.append("Under TCG every guest instruction is emulated: the absolute microseconds below are "
+                  "not hardware figures. Read the ratios.")
+    md.append("")
+    md.append("## MAP_SYNC / MAP_SHARED on DAX (ratio of medians over repetitions)")
+    md.append("")
+    md.append("| fs | state | size | kernel | p50 ratio | p99 ratio | mean ratio | sync faults per 1000 (MAP_SYNC) | p50 MAP_SYNC µs | p50 MAP_SHARED µs |")
+    md.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    bars = []
+    for c in cells:
+        fs, m, st, sz = c
+        if m != "sync":
+            continue
+        other = (fs, "shared", st, sz)
+        for k in kernels:
+            a, b = agg.get((k, c)), agg.get((k, other))
+            if not a or not b:
+                continue
+            r50, r99 = ratio(a["p50_ns"], b["p50_ns"]), ratio(a["p99_ns"], b["p99_ns"])
+            md.append(f"| {fs} | {st} | {sz} | {k} | {r50:.2f} | {r99:.2f} | "
+                      f"{ratio(a['mean_ns'], b['mean_ns']):.2f} | {1000 * a['sync_faults'] / a['faults']:.0f} | "
+                      f"{us(a['p50_ns'])} | {us(b['p50_ns'])} |")
+            if k == kernels[-1]:
+                bars.append((f"{fs}-{st}-{sz}", r50, r99))
+    if len(kernels) > 1:
+        base, new = kernels[0], kernels[-1]
+        md.append("")
+        md.append(f"## {new} / {base}, per cell (ratio of medians; CV = spread of the p50 over repetitions)")
+        md.append("")
+        md.append("| fs | map | state | size | p50 ratio | p99 ratio | sync faults/1000 " + base + " → " + new
+                  + " | CV " + base + " | CV " + new + " |")
+        md.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for c in cells:
+            a, b = agg.get((new, c)), agg.get((base, c))
+            if not a or not b:
+                continue
+            flag = lambda v: f"{100 * v:.0f}%" + (" ⚠" if v > CV_FLAG else "")
+            md.append(f"| {' | '.join(c)} | {ratio(a['p50_ns'], b['p50_ns']):.2f} | "
+                      f"{ratio(a['p99_ns'], b['p99_ns']):.2f} | "
+                      f"{1000 * b['sync_faults'] / b['faults']:.0f} → {1000 * a['sync_faults'] / a['faults']:.0f} | "
+                      f"{flag(b['p50_cv'])} | {flag(a['p50_cv'])} |")
+        md.append("")
+        md.append(f"⚠: coefficient of variation above {int(CV_FLAG * 100)}%: the cell's p50 moved that much "
+                  "between repetitions; read its ratio with care.")
+    md.append("")
+    md.append("## Every cell (medians over repetitions)")
+    md.append("")
+    md.append("| kernel | fs | map | state | size | faults | p50 µs | p90 µs | p99 µs | p99.9 µs | mean µs | max µs | faults/s | sync faults | 2 MiB faults | msync at end µs |")
+    md.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (k, c), a in sorted(agg.items()):
+        md.append(f"| {k} | {' | '.join(c)} | {a['faults']} | {us(a['p50_ns'])} | {us(a['p90_ns'])} | "
+                  f"{us(a['p99_ns'])} | {us(a['p999_ns'])} | {us(a['mean_ns'])} | {us(a['max_ns'])} | "
+                  f"{a['faults_per_s']:.0f} | {a['sync_faults']:.0f} | "
+                  f"{'-' if a['pmd_faults'] < 0 else int(a['pmd_faults'])} | "
+                  f"{us(a['msync_end_ns']) if a['msync_end_ns'] else '-'} |")
+
+    plots = plot(out, kernels, cells, bars)
+    md.append("")
+    md.append("Plots: " + ", ".join(os.path.basename(p) for p in plots[:3])
+              + (f" and {len(plots) - 3} more" if len(plots) > 3 else "") + f" in {out}.")
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+def plot(out, kernels, cells, bars):
+    """gnuplot PNGs; returns their paths (none if gnuplot is missing)."""
+    made = []
+    if subprocess.call(["sh", "-c", "command -v gnuplot >/dev/null"]) != 0:
+        return made
+    data = os.path.join(out, "ratios.dat")
+    with open(data, "w") as f:
+        for name, r50, r99 in bars:
+            f.write(f"{name} {r50:.4f} {r99:.4f}\n")
+    png = os.path.join(out, "ratio-sync-vs-shared.png")
+    script = f"""
+set terminal pngcairo size 1100,500 noenhanced
+set output '{png}'
+set title 'MAP_SYNC / MAP_SHARED fault latency on DAX ({kernels[-1]} kernel)'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set xtics rotate by -30
+set ylabel 'ratio'
+set logscale y
+set grid ytics
+plot '{data}' using 2:xtic(1) title 'p50', '' using 3 title 'p99'
+"""
+    if bars and run_gnuplot(script):
+        made.append(png)
+    for c in cells:
+        series = []
+        for k in kernels:
+            raws = sorted(f for f in os.listdir(os.path.join(out, "raw"))
+                          if f.startswith(k + "-r") and f.endswith(f"-{cell_name(c)}.txt"))
+            lat = []
+            for f in raws:
+                with open(os.path.join(out, "raw", f)) as fh:
+                    lat += [int(x) / 1000 for x in fh if x.strip()]
+            if not lat:
+                continue
+            lat.sort()
+            dat = os.path.join(out, "raw", f"cdf-{k}-{cell_name(c)}.dat")
+            with open(dat, "w") as fh:
+                step = max(1, len(lat) // 2000)
+                for i in range(0, len(lat), step):
+                    fh.write(f"{lat[i]} {(i + 1) / len(lat)}\n")
+                fh.write(f"{lat[-1]} 1\n")
+            series.append(f"'{dat}' using 1:2 with lines lw 2 title '{k}'")
+        if not series:
+            continue
+        png = os.path.join(out, f"cdf-{cell_name(c)}.png")
+        script = f"""
+set terminal pngcairo size 700,450 noenhanced
+set output '{png}'
+set title 'fault latency CDF: {" ".join(c)}'
+set xlabel 'latency (µs, log)'
+set ylabel 'fraction of faults'
+set logscale x
+set grid
+set key bottom right
+plot {", ".join(series)}
+"""
+        if run_gnuplot(script):
+            made.append(png)
+    return made
+
+
+def run_gnuplot(script):
+    p = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+    if p.returncode:
+        print("report: gnuplot failed: " + p.stderr.strip()[:300], file=sys.stderr)
+    return p.returncode == 0
+
+
+if __name__ == "__main__":
+    main()
