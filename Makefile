@@ -34,7 +34,7 @@ DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
 help:
 	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
 	@echo
-	@echo "  make run           set up, build, boot, run the tests and print the report"
+	@echo "  make run           the tests on both kernels, then the benchmark, then the report"
 	@echo "  make test          the test suite on the patched, then the stock kernel"
 	@echo "                     (ends with 'N passed, N failed, N skipped')"
 	@echo "  make test-crash    power-failure tests: 20 random power cuts per file system"
@@ -119,14 +119,27 @@ else
 TEST_KERNELS := patched stock
 endif
 TEST_IMAGES  := $(foreach k,$(TEST_KERNELS),$(B)/kernel/$(k)$(DBG)/bzImage)
+BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/patched/bzImage
 
 test: deps $(TEST_IMAGES) rootfs
 	@pmem-tests/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS)
 
-# run: the suite on both kernels with a report in build/results/<time>/
+# run: the suite on both kernels, then the benchmark (BENCH=quick for the
+# short one), with everything in build/results/<time>/
+BENCH ?= full
+run: deps $(TEST_IMAGES) $(BENCH_KERNELS) rootfs
+	@d=$(B)/results/$$(date +%Y%m%d-%H%M%S); \
+	pmem-tests/suite --report $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS); rc=$$?; \
+	bench/bench $(if $(filter quick,$(BENCH)),--quick) --out $$d/bench \
+		$(foreach k,$(BENCH_KERNELS),--kernel $(k)) $(RUNFLAGS) > $$d/bench.log 2>&1 || rc=1; \
+	echo; cat $$d/report.md; echo; \
+	if [ -f $$d/bench/report.md ]; then sed -n '1,/^## Every cell/p' $$d/bench/report.md | head -n -1; \
+		echo "plots: $$(ls $$d/bench/*.png | head -3 | tr '\n' ' ')... ($$(ls $$d/bench/*.png | wc -l) in $$d/bench/)"; \
+	else echo "bench failed: see $$d/bench.log"; tail -n 20 $$d/bench.log; fi; \
+	echo "results: $$d"; exit $$rc
+
 # bench: stock and patched booted alternately, 3 repetitions each;
 # bench-quick: 1 repetition with fewer faults (a smoke check, a few minutes)
-BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/patched/bzImage
 bench: deps $(BENCH_KERNELS) rootfs
 	@bench/bench $(foreach k,$(BENCH_KERNELS),--kernel $(k)) $(RUNFLAGS)
 bench-quick: deps $(BENCH_KERNELS) rootfs
@@ -136,11 +149,6 @@ bench-quick: deps $(BENCH_KERNELS) rootfs
 CRASH_CYCLES ?= 20
 test-crash: deps $(BZIMAGE) rootfs
 	@pmem-tests/crash --cycles $(CRASH_CYCLES) --kernel $(BZIMAGE) $(RUNFLAGS)
-
-run: deps $(TEST_IMAGES) rootfs
-	@d=$(B)/results/$$(date +%Y%m%d-%H%M%S); \
-	pmem-tests/suite --report $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS); rc=$$?; \
-	echo; cat $$d/report.md; exit $$rc
 
 shell: deps $(BZIMAGE) rootfs
 	@qemu/mapsync-run --shell -k $(BZIMAGE) $(RUNFLAGS)

@@ -1,5 +1,10 @@
 #!/usr/bin/env python3
-"""bench/report.py DIR [--quick]: turn bench/bench's raw results into tables and plots.
+"""bench/report.py DIR [--quick] [--check]: turn bench/bench's raw results into tables and plots.
+
+--check also tests every boot's cells against the model of synchronous
+faults (a MAP_SYNC write fault into a hole or an unwritten extent syncs
+once; nothing else syncs; a 2 MiB cell takes only 2 MiB faults) and ends
+with "N passed, N failed".
 
 Reads DIR/bench.jsonl (one line per cell and boot, from faultbench),
 DIR/boots.jsonl (kernel, accelerator, version and series of each boot) and
@@ -160,6 +165,30 @@ def main():
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
+    if "--check" in sys.argv:
+        sys.exit(check(rows, boots))
+
+
+def check(rows, boots):
+    """KTAP lines and a tally: the kernel's counts against the model."""
+    npass = nfail = 0
+    print("\nTAP version 13")
+    for i, r in enumerate(rows, 1):
+        want_sync = r["faults"] if (r["map"] == "sync" and r["state"] in ("hole", "unwritten")) else 0
+        problems = []
+        if r["sync_faults"] != want_sync:
+            problems.append(f"sync faults {r['sync_faults']}, model {want_sync}")
+        if r["size"] == "2m" and r["pmd_faults"] != r["faults"]:
+            problems.append(f"2 MiB faults {r['pmd_faults']} of {r['faults']}")
+        name = f"bench.{boots[r['label']]['kernel']}.{r['fs']}.{r['map']}.{r['state']}.{r['size']}"
+        if problems:
+            nfail += 1
+            print(f"not ok {i} {name} # " + "; ".join(problems))
+        else:
+            npass += 1
+            print(f"ok {i} {name} # sync faults {r['sync_faults']} of {r['faults']}")
+    print(f"{npass} passed, {nfail} failed, 0 skipped")
+    return 1 if nfail else 0
 
 
 def plot(out, kernels, cells, bars):
