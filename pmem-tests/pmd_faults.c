@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pmd_faults: 2 MiB DAX faults, seen through fs_dax:dax_pmd_fault_done.
+ *
+ * A 2 MiB-aligned mapping of a file with 2 MiB-aligned extents (ext4 -b 4096
+ * with a 2 MiB stripe, xfs -d su=2m) takes a 2 MiB fault, with and without
+ * MAP_SYNC (with MAP_SYNC the first event reports NEEDDSYNC, the PMD is
+ * then made writable by dax_insert_pfn_mkwrite); a mapping whose address is
+ * not 2 MiB-aligned, or a file shorter than 2 MiB, falls back to 4 KiB
+ * faults.
+ */
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include "kselftest_harness.h"
+#include "mapsync.h"
+
+#define PMD (2UL << 20)
+
+FIXTURE(pmd) {
+	int fd;
+	unsigned long ino;
+	char *map, *res;
+	size_t len;
+};
+
+FIXTURE_VARIANT(pmd) {
+	enum ms_mount mnt;
+	bool map_sync;
+	bool misaligned;	/* address 4 KiB past a 2 MiB boundary */
+	size_t file_size;
+	bool want_pmd;
+};
+
+#define CASES(fs, M)								\
+FIXTURE_VARIANT_ADD(pmd, fs##_aligned_shared) {					\
+	.mnt = M, .file_size = 2 * PMD, .want_pmd = true,			\
+};										\
+FIXTURE_VARIANT_ADD(pmd, fs##_aligned_sync) {					\
+	.mnt = M, .map_sync = true, .file_size = 2 * PMD, .want_pmd = true,	\
+};										\
+FIXTURE_VARIANT_ADD(pmd, fs##_misaligned_sync) {				\
+	.mnt = M, .map_sync = true, .misaligned = true, .file_size = 2 * PMD,	\
+};										\
+FIXTURE_VARIANT_ADD(pmd, fs##_short_file_sync) {				\
+	.mnt = M, .map_sync = true, .file_size = PMD / 2,			\
+}
+
+CASES(ext4, MS_EXT4_DAX);
+CASES(xfs, MS_XFS_DAX);
+
+FIXTURE_SETUP(pmd)
+{
+	const char *dir = ms_mount_dir(variant->mnt);
+	struct stat st;
+	char *a;
+
+	self->map = MAP_FAILED;
+	self->res = MAP_FAILED;
+	if (!dir)
+		SKIP(return, "%s is not set", ms_mount_env(variant->mnt));
+	self->fd = ms_create_file(dir, "pmd", variant->file_size);
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, fstat(self->fd, &st));
+	self->ino = st.st_ino;
+	self->len = variant->file_size;
+	/* reserve 3 PMDs of address space, map at a 2 MiB boundary (+4 KiB) */
+	self->res = mmap(NULL, 3 * PMD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->res);
+	a = (char *)(((unsigned long)self->res + PMD - 1) & ~(PMD - 1));
+	if (variant->misaligned)
+		a += 4096;
+	self->map = mmap(a, self->len, PROT_READ | PROT_WRITE,
+			 (variant->map_sync ? MAP_SHARED_VALIDATE | MAP_SYNC : MAP_SHARED) | MAP_FIXED,
+			 self->fd, 0);
+	ASSERT_NE(MAP_FAILED, self->map) TH_LOG("mmap: %s", strerror(errno));
+}
+
+FIXTURE_TEARDOWN(pmd)
+{
+	if (self->res != MAP_FAILED)
+		munmap(self->res, 3 * PMD);
+	close(self->fd);
+}
+
+TEST_F(pmd, first_write_fault_size)
+{
+	int pmd_total, pmd_fallback, pte;
+
+	ASSERT_EQ(0, ms_trace_start());
+	self->map[0] = 'p';
+	pmd_total = ms_trace_count("dax_pmd_fault_done", self->ino, NULL);
+	pmd_fallback = ms_trace_count("dax_pmd_fault_done", self->ino, "FALLBACK");
+	pte = ms_trace_count("dax_pte_fault_done", self->ino, NULL);
+	if (variant->want_pmd) {
+		EXPECT_LE(1, pmd_total - pmd_fallback)
+			TH_LOG("expected a 2 MiB fault: %d PMD events (%d FALLBACK), %d PTE",
+			       pmd_total, pmd_fallback, pte);
+		EXPECT_EQ(0, pte) TH_LOG("a 4 KiB fault happened too");
+		if (!variant->map_sync)
+			EXPECT_EQ(1, ms_trace_count("dax_pmd_fault_done", self->ino, "NOPAGE"));
+	} else {
+		EXPECT_EQ(pmd_total, pmd_fallback)
+			TH_LOG("expected no 2 MiB fault: %d PMD events, %d FALLBACK", pmd_total, pmd_fallback);
+		EXPECT_LE(1, pte) TH_LOG("expected a 4 KiB fault");
+	}
+	EXPECT_EQ('p', self->map[0]);
+}
+
+TEST_HARNESS_MAIN
