@@ -29,7 +29,7 @@ DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
             libelf-dev libssl-dev gnuplot-nox build-essential xz-utils file fio \
             util-linux perl python3 rsync kmod
 
-.PHONY: help deps kernel stock-kernel rootfs tests run test test-crash bench bench-quick shell clean
+.PHONY: help deps kernel stock-kernel check-series rootfs tests run test test-crash bench bench-quick shell clean
 
 help:
 	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
@@ -44,6 +44,7 @@ help:
 	@echo "  make deps          install missing Debian packages (root; apt-get update first)"
 	@echo "  make kernel        build the patched kernel  -> build/kernel/patched/bzImage"
 	@echo "  make stock-kernel  build the unpatched kernel -> build/kernel/stock/bzImage"
+	@echo "  make check-series  checkpatch --strict each patch; build after each one"
 	@echo "  make rootfs        build the guest initramfs -> $(INITRD)"
 	@echo "  make clean         remove build output (keeps build/pmem images and build/results)"
 	@echo
@@ -67,6 +68,10 @@ deps:
 # --- kernels: the build script itself is incremental; make only decides whether to call it
 kernel: deps $(B)/kernel/patched$(DBG)/bzImage
 stock-kernel: deps $(B)/kernel/stock$(DBG)/bzImage
+
+# every patch checkpatch-clean, and the tree building after each one
+check-series: deps $(B)/kernel/stock/bzImage
+	@kernel-patches/check-series.sh
 
 $(B)/kernel/patched/bzImage: $(KDEPS) kernel-patches/series $(PATCHES)
 	kernel-patches/build-kernel.sh patched default

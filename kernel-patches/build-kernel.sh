@@ -61,6 +61,8 @@ if [ "$flavour" = patched ] && [ -f "$here/series" ]; then
 		[ -f "$here/$p" ] || die "kernel-patches/series names $p, which does not exist"
 		want+=("$p")
 	done < "$here/series"
+	# MAPSYNC_SERIES_LIMIT=N: only the first N patches (check-series.sh)
+	[ -z "${MAPSYNC_SERIES_LIMIT:-}" ] || want=("${want[@]:0:$MAPSYNC_SERIES_LIMIT}")
 fi
 mapfile -t have < <(cd "$applied" && ls | sort)
 keep=0

@@ -238,4 +238,99 @@ TEST_F(pairs, unknown_bits_are_refused)
 	EXPECT_EQ(0, bad) TH_LOG("%d of %d pairs", bad, tried);
 }
 
+/*
+ * Which error wins.  do_mmap() checks, in order: a zero length (EINVAL),
+ * flags the file does not support (EOPNOTSUPP), PROT_WRITE without a
+ * writable descriptor (EACCES), a descriptor not open for reading
+ * (EACCES), then the mapping type (EINVAL for type 0).
+ */
+FIXTURE(order) {
+	int fd;
+};
+
+FIXTURE_VARIANT(order) {
+	enum backing backing;
+	int open_flags;
+	int prot;
+	unsigned long flags;
+	size_t len;
+	int expect;
+};
+
+#define RW (PROT_READ | PROT_WRITE)
+#define VSYNC (MAP_SHARED_VALIDATE | MAP_SYNC)
+FIXTURE_VARIANT_ADD(order, zero_length) {
+	.backing = EXT4_DAX, .open_flags = O_RDWR, .prot = RW, .flags = VSYNC, .len = 0,
+	.expect = EINVAL,
+};
+FIXTURE_VARIANT_ADD(order, type_0) {
+	.backing = EXT4_DAX, .open_flags = O_RDWR, .prot = RW, .flags = 0, .len = LEN,
+	.expect = EINVAL,
+};
+FIXTURE_VARIANT_ADD(order, type_0_with_sync) {
+	.backing = EXT4_DAX, .open_flags = O_RDWR, .prot = RW, .flags = MAP_SYNC, .len = LEN,
+	.expect = EINVAL,
+};
+FIXTURE_VARIANT_ADD(order, dax_rdonly_write_sync) {
+	.backing = EXT4_DAX, .open_flags = O_RDONLY, .prot = RW, .flags = VSYNC, .len = LEN,
+	.expect = EACCES,
+};
+FIXTURE_VARIANT_ADD(order, dax_rdonly_read_sync) {
+	.backing = EXT4_DAX, .open_flags = O_RDONLY, .prot = PROT_READ, .flags = VSYNC, .len = LEN,
+	.expect = 0,
+};
+FIXTURE_VARIANT_ADD(order, tmpfs_rdonly_write_sync) {
+	.backing = TMPFS, .open_flags = O_RDONLY, .prot = RW, .flags = VSYNC, .len = LEN,
+	.expect = EOPNOTSUPP,
+};
+FIXTURE_VARIANT_ADD(order, dax_wronly_write) {
+	.backing = EXT4_DAX, .open_flags = O_WRONLY, .prot = PROT_WRITE,
+	.flags = MAP_SHARED_VALIDATE, .len = LEN, .expect = EACCES,
+};
+FIXTURE_VARIANT_ADD(order, dax_wronly_unknown_flag) {
+	.backing = EXT4_DAX, .open_flags = O_WRONLY, .prot = PROT_WRITE,
+	.flags = MAP_SHARED_VALIDATE | 0x200000, .len = LEN, .expect = EOPNOTSUPP,
+};
+FIXTURE_VARIANT_ADD(order, xfs_rdonly_write_sync) {
+	.backing = XFS_DAX, .open_flags = O_RDONLY, .prot = RW, .flags = VSYNC, .len = LEN,
+	.expect = EACCES,
+};
+
+FIXTURE_SETUP(order)
+{
+	const char *why;
+	char path[4096];
+	int fd;
+
+	/* make the file, then reopen it with the variant's access mode */
+	fd = open_backing(variant->backing, &why);
+	if (fd < 0 && why)
+		SKIP(return, "%s", why);
+	ASSERT_LE(0, fd);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	self->fd = open(path, variant->open_flags);
+	ASSERT_LE(0, self->fd) TH_LOG("reopen: %s", strerror(errno));
+	close(fd);
+}
+
+FIXTURE_TEARDOWN(order)
+{
+	close(self->fd);
+}
+
+TEST_F(order, error_that_wins)
+{
+	void *p = mmap(NULL, variant->len, variant->prot, variant->flags, self->fd, 0);
+	int got = p == MAP_FAILED ? errno : 0;
+
+	if (!got)
+		munmap(p, variant->len);
+	EXPECT_EQ(variant->expect, got)
+		TH_LOG("%s, open %#x, prot %#x, flags %#lx, len %zu: expected %s, saw %s",
+		       backing_name[variant->backing], variant->open_flags, variant->prot,
+		       variant->flags, variant->len,
+		       variant->expect ? strerror(variant->expect) : "success",
+		       got ? strerror(got) : "success");
+}
+
 TEST_HARNESS_MAIN
