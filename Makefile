@@ -95,9 +95,9 @@ SELFTESTS := $(B)/selftests/map_shared_validate
 tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h $(SELFTESTS) $(B)/tools/faultbench
 	@$(MAKE) -s -C pmem-tests KSRC=$(abspath $(KSRC)) OUT=$(abspath $(B))/pmem-tests
 
-$(B)/tools/faultbench: bench/faultbench.c
+$(B)/tools/faultbench: bench/faultbench.c pmem-tests/common/mapsync.c pmem-tests/common/mapsync.h
 	@echo "  CC      $<"; mkdir -p $(@D)
-	@$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $<
+	@$(CC) -O2 -g -Wall -Wextra -Werror -Ipmem-tests/common -o $@ $< pmem-tests/common/mapsync.c
 
 $(POBJ)/usr/include/linux/mman.h: $(B)/kernel/patched/bzImage
 	@$(MAKE) -s -C $(PSRC) O=$(abspath $(POBJ)) headers

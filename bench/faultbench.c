@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include "mapsync.h"
 
 #define PMD (2UL << 20)
 #define TRACEFS "/sys/kernel/tracing"
@@ -117,8 +118,8 @@ static char *map_file(const char *path, const char *state, size_t len, int flags
 {
 	static char buf[1 << 20];
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	char *p, *want = NULL;
 	size_t off;
+	char *p;
 
 	if (fd < 0)
 		die(path);
@@ -136,21 +137,8 @@ static char *map_file(const char *path, const char *state, size_t len, int flags
 	}
 	if (fsync(fd))
 		die("fsync");
-	if (pmd) {
-		p = mmap(NULL, len + PMD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED)
-			die("reserve");
-		want = (char *)(((uintptr_t)p + PMD - 1) & ~(PMD - 1));
-		munmap(p, len + PMD);
-	} else {
-		/* 4 KiB past a 2 MiB boundary: no 2 MiB faults */
-		p = mmap(NULL, len + 2 * PMD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED)
-			die("reserve");
-		want = (char *)(((uintptr_t)p + PMD - 1) & ~(PMD - 1)) + 4096;
-		munmap(p, len + 2 * PMD);
-	}
-	p = mmap(want, len, PROT_READ | PROT_WRITE, flags | MAP_FIXED, fd, 0);
+	/* pmd: 2 MiB faults possible; else 4 KiB past a 2 MiB boundary: none */
+	p = ms_map_placed(len, PROT_READ | PROT_WRITE, flags, fd, pmd ? MS_PLACE_PMD : MS_PLACE_PTE);
 	if (p == MAP_FAILED)
 		die("mmap");
 	close(fd);

@@ -20,7 +20,7 @@
 FIXTURE(pmd) {
 	int fd;
 	unsigned long ino;
-	char *map, *res;
+	char *map;
 	size_t len;
 };
 
@@ -53,10 +53,8 @@ FIXTURE_SETUP(pmd)
 {
 	const char *dir = ms_mount_dir(variant->mnt);
 	struct stat st;
-	char *a;
 
 	self->map = MAP_FAILED;
-	self->res = MAP_FAILED;
 	if (!dir)
 		SKIP(return, "%s is not set", ms_mount_env(variant->mnt));
 	self->fd = ms_create_file(dir, "pmd", variant->file_size);
@@ -64,22 +62,16 @@ FIXTURE_SETUP(pmd)
 	ASSERT_EQ(0, fstat(self->fd, &st));
 	self->ino = st.st_ino;
 	self->len = variant->file_size;
-	/* reserve 3 PMDs of address space, map at a 2 MiB boundary (+4 KiB) */
-	self->res = mmap(NULL, 3 * PMD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, self->res);
-	a = (char *)(((unsigned long)self->res + PMD - 1) & ~(PMD - 1));
-	if (variant->misaligned)
-		a += 4096;
-	self->map = mmap(a, self->len, PROT_READ | PROT_WRITE,
-			 (variant->map_sync ? MAP_SHARED_VALIDATE | MAP_SYNC : MAP_SHARED) | MAP_FIXED,
-			 self->fd, 0);
+	self->map = ms_map_placed(self->len, PROT_READ | PROT_WRITE,
+				  variant->map_sync ? MAP_SHARED_VALIDATE | MAP_SYNC : MAP_SHARED,
+				  self->fd, variant->misaligned ? MS_PLACE_PTE : MS_PLACE_PMD);
 	ASSERT_NE(MAP_FAILED, self->map) TH_LOG("mmap: %s", strerror(errno));
 }
 
 FIXTURE_TEARDOWN(pmd)
 {
-	if (self->res != MAP_FAILED)
-		munmap(self->res, 3 * PMD);
+	if (self->map != MAP_FAILED)
+		munmap(self->map, self->len);
 	close(self->fd);
 }
 

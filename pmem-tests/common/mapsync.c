@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include "mapsync.h"
 
@@ -74,6 +75,23 @@ bool ms_has_option(const char *opts, const char *opt)
 		p += n;
 	}
 	return false;
+}
+
+void *ms_map_placed(size_t len, int prot, int flags, int fd, enum ms_place place)
+{
+	const unsigned long pmd = 2UL << 20;
+	unsigned long a;
+	void *res;
+
+	/* find room for len plus slack, then map over its aligned start */
+	res = mmap(NULL, len + 2 * pmd, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (res == MAP_FAILED)
+		return MAP_FAILED;
+	munmap(res, len + 2 * pmd);
+	a = ((unsigned long)res + pmd - 1) & ~(pmd - 1);
+	if (place == MS_PLACE_PTE)
+		a += 4096;
+	return mmap((void *)a, len, prot, flags | MAP_FIXED, fd, 0);
 }
 
 #define TRACEFS "/sys/kernel/tracing"

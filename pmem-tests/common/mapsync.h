@@ -27,6 +27,15 @@ int ms_mount_options(const char *dir, char *buf, size_t len);
 /* Whether a comma-separated option list holds opt exactly. */
 bool ms_has_option(const char *opts, const char *opt);
 
+/* Where ms_map_placed() puts a mapping. */
+enum ms_place {
+	MS_PLACE_PMD,	/* at a 2 MiB boundary: 2 MiB faults are possible */
+	MS_PLACE_PTE,	/* 4 KiB past a 2 MiB boundary: 4 KiB faults only */
+};
+
+/* mmap(fd) of len bytes placed as asked; MAP_FAILED (errno set) on error. */
+void *ms_map_placed(size_t len, int prot, int flags, int fd, enum ms_place place);
+
 /*
  * fs_dax trace events (tracefs): ms_trace_start() clears the buffer and
  * enables the fault events; ms_trace_count() stops tracing and counts the

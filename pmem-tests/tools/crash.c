@@ -41,6 +41,7 @@
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
+#include "mapsync.h"
 
 #define PG 4096UL
 #define PMD (2UL << 20)
@@ -161,22 +162,12 @@ static char *prepare(const char *dir, const char *path, const char *cas, size_t 
 		die("fsync", path);
 	if (!strcmp(cas, "extend") && ftruncate(fd, size))	/* not synced */
 		die("ftruncate", path);
-	if (!strcmp(cas, "pmd") || !strcmp(cas, "pte")) {
-		/*
-		 * pmd: a 2 MiB-aligned address, for 2 MiB faults; pte: 4 KiB
-		 * past one, which rules them out (no madvise in our kernel).
-		 */
-		char *p = mmap(NULL, len + 2 * PMD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (p == MAP_FAILED)
-			die("reserve", path);
-		p = (char *)(((uintptr_t)p + PMD - 1) & ~(PMD - 1));
-		if (!strcmp(cas, "pte"))
-			p += PG;
-		map = mmap(p, len, PROT_READ | PROT_WRITE, kind_flags | MAP_FIXED, fd, 0);
-	} else {
+	if (!strcmp(cas, "pmd"))	/* 2 MiB faults */
+		map = ms_map_placed(len, PROT_READ | PROT_WRITE, kind_flags, fd, MS_PLACE_PMD);
+	else if (!strcmp(cas, "pte"))	/* 4 KiB faults only (no madvise in our kernel) */
+		map = ms_map_placed(len, PROT_READ | PROT_WRITE, kind_flags, fd, MS_PLACE_PTE);
+	else
 		map = mmap(NULL, len, PROT_READ | PROT_WRITE, kind_flags, fd, 0);
-	}
 	if (map == MAP_FAILED)
 		die("mmap", path);
 	close(fd);
