@@ -59,10 +59,10 @@ deps:
 	if [ -n "$$missing" ]; then \
 		[ "$$(id -u)" = 0 ] || { echo "deps: missing packages: $$missing; run 'make deps' as root" >&2; exit 1; }; \
 		echo "[$$(date +%T)] deps: installing $$(echo $$missing)"; \
-		apt-get update -q >$(B).apt.log 2>&1 && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >>$(B).apt.log 2>&1 || \
-			{ echo "deps: apt-get failed; see $(B).apt.log" >&2; tail -n 20 $(B).apt.log >&2; exit 1; }; \
-		rm -f $(B).apt.log; \
+		mkdir -p $(B)/logs; log=$(B)/logs/$$(date +%Y%m%d-%H%M%S)-apt.log; \
+		apt-get update -q >$$log 2>&1 && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >>$$log 2>&1 || \
+			{ echo "deps: apt-get failed; see $$log" >&2; tail -n 20 $$log >&2; exit 1; }; \
 	fi
 
 # --- kernels: the build script itself is incremental; make only decides whether to call it
@@ -160,4 +160,5 @@ shell: deps $(BZIMAGE) rootfs
 
 clean:
 	@echo "clean: removing build output; keeping build/pmem (pmem images) and build/results"
-	rm -rf $(B)/kernel $(B)/rootfs $(B)/pmem-tests $(B)/test-images $(B)/accel $(B)/logs
+	rm -rf $(B)/kernel $(B)/rootfs $(B)/pmem-tests $(B)/selftests $(B)/tools $(B)/test-images \
+		$(B)/crash $(B)/accel $(B)/logs
