@@ -8,7 +8,10 @@
  *        msync-each (MAP_SHARED + msync of the page after each fault),
  *        msync-end (MAP_SHARED, one msync of everything at the end)
  * STATE  hole (sparse file), unwritten (fallocated), written (written and
- *        fsynced: overwrite faults), read (written and fsynced: read faults)
+ *        fsynced: overwrite faults), read (written and fsynced: read faults);
+ *        with "-random" (hole-random...) the pages are touched in a random
+ *        order (a fixed permutation), else from the first to the last;
+ *        with "-stride" one page in every 64 KiB (a deliberately sparse file)
  * SIZE   4k or 2m: the fault size asked for (2m: 2 MiB-aligned mapping)
  *
  * Each fault is the first touch of one page (or 2 MiB extent), timed with
@@ -17,7 +20,9 @@
  * "BENCH {json}" with percentiles, the msync time (msync-end), the number
  * of synchronous faults counted by a kprobe on dax_finish_sync_fault, and
  * for 2m the number of faults that really were 2 MiB faults (a
- * dax_pmd_fault_done event with any result but FALLBACK).
+ * dax_pmd_fault_done event with any result but FALLBACK).  alloc_kb is the
+ * file system's sync_fault_alloc_kb (the MAP_SYNC allocation look-ahead of
+ * kernel-patches 0011/0012), -1 on a kernel without it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -123,10 +128,10 @@ static char *map_file(const char *path, const char *state, size_t len, int flags
 
 	if (fd < 0)
 		die(path);
-	if (!strcmp(state, "hole")) {
+	if (!strncmp(state, "hole", 4)) {
 		if (ftruncate(fd, len))
 			die("ftruncate");
-	} else if (!strcmp(state, "unwritten")) {
+	} else if (!strncmp(state, "unwritten", 9)) {
 		if (fallocate(fd, 0, 0, len))
 			die("fallocate");
 	} else {
@@ -150,28 +155,39 @@ int main(int argc, char **argv)
 	const char *dir, *map, *state, *raw, *label;
 	uint64_t *lat, t0, t1, sum = 0, msync_ns = 0, wall;
 	int flags, pmd, write_fault, each = 0, end = 0;
-	size_t step, count, i, len;
+	size_t step, count, i, j, t, len, *order;
 	char path[4096], *p;
-	long sync0, syncs, pmds = -1;
+	long sync0, syncs, pmds = -1, alloc_kb;
 	FILE *f;
 
 	if (argc != 8) {
 		fprintf(stderr, "usage: faultbench DIR sync|shared|msync-each|msync-end "
-				"hole|unwritten|written|read 4k|2m COUNT RAWFILE LABEL\n");
+				"hole|unwritten|written|read[-random] 4k|2m COUNT RAWFILE LABEL\n");
 		return 2;
 	}
 	dir = argv[1], map = argv[2], state = argv[3], raw = argv[6], label = argv[7];
 	pmd = !strcmp(argv[4], "2m");
-	step = pmd ? PMD : 4096;
+	step = pmd ? PMD : strstr(state, "-stride") ? 65536 : 4096;
 	count = strtoul(argv[5], NULL, 0);
 	flags = !strcmp(map, "sync") ? MAP_SHARED_VALIDATE | MAP_SYNC : MAP_SHARED;
 	each = !strcmp(map, "msync-each");
 	end = !strcmp(map, "msync-end");
-	write_fault = strcmp(state, "read");
+	write_fault = strncmp(state, "read", 4);
 	len = count * step;
 	lat = calloc(count, sizeof(*lat));
-	if (!lat)
+	order = calloc(count, sizeof(*order));
+	if (!lat || !order)
 		die("calloc");
+	for (i = 0; i < count; i++)
+		order[i] = i;
+	if (strstr(state, "-random")) {
+		srandom(1);	/* the same permutation in every run */
+		for (i = count - 1; i > 0; i--) {
+			j = random() % (i + 1);
+			t = order[i], order[i] = order[j], order[j] = t;
+		}
+	}
+	alloc_kb = ms_fs_attr_get(dir, MS_SYNC_FAULT_ALLOC_KB);
 
 	/* warm-up: the same kind of faults on another file */
 	snprintf(path, sizeof(path), "%s/warmup", dir);
@@ -188,7 +204,7 @@ int main(int argc, char **argv)
 	sync0 = sync_hits();
 	wall = now_ns();
 	for (i = 0; i < count; i++) {
-		volatile char *q = p + i * step;
+		volatile char *q = p + order[i] * step;
 
 		t0 = now_ns();
 		if (write_fault)
@@ -226,11 +242,11 @@ int main(int argc, char **argv)
 	printf("BENCH {\"label\":\"%s\",\"map\":\"%s\",\"state\":\"%s\",\"size\":\"%s\","
 	       "\"faults\":%zu,\"p50_ns\":%llu,\"p90_ns\":%llu,\"p99_ns\":%llu,\"p999_ns\":%llu,"
 	       "\"mean_ns\":%llu,\"max_ns\":%llu,\"faults_per_s\":%.1f,\"msync_end_ns\":%llu,"
-	       "\"sync_faults\":%ld,\"pmd_faults\":%ld}\n",
+	       "\"sync_faults\":%ld,\"pmd_faults\":%ld,\"alloc_kb\":%ld}\n",
 	       label, map, state, argv[4], count,
 	       (unsigned long long)PCT(0.50), (unsigned long long)PCT(0.90),
 	       (unsigned long long)PCT(0.99), (unsigned long long)PCT(0.999),
 	       (unsigned long long)(sum / count), (unsigned long long)lat[count - 1],
-	       count * 1e9 / (double)wall, (unsigned long long)msync_ns, syncs, pmds);
+	       count * 1e9 / (double)wall, (unsigned long long)msync_ns, syncs, pmds, alloc_kb);
 	return 0;
 }

@@ -4,7 +4,6 @@
  * mprotect, on ext4 and xfs DAX.
  */
 #include <fcntl.h>
-#include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -14,31 +13,6 @@
 
 #define PG 4096UL
 #define LEN (3 * PG)
-
-static sigjmp_buf jump;
-
-static void on_sigbus(int sig)
-{
-	siglongjmp(jump, sig);
-}
-
-/* Touch p (write if w); returns the signal it raised, 0 if none. */
-static int touch(volatile char *p, bool w)
-{
-	struct sigaction sa = { .sa_handler = on_sigbus }, old;
-	int sig;
-
-	sigaction(SIGBUS, &sa, &old);
-	sig = sigsetjmp(jump, 1);
-	if (!sig) {
-		if (w)
-			*p = 'x';
-		else
-			(void)*p;
-	}
-	sigaction(SIGBUS, &old, NULL);
-	return sig;
-}
 
 FIXTURE(mapped) {
 	int fd;
@@ -90,13 +64,13 @@ TEST_F(mapped, truncate_down_sigbus_then_extend_faults_synchronously)
 {
 	int sig;
 
-	ASSERT_EQ(0, touch(self->map + 2 * PG, true));
+	ASSERT_EQ(0, ms_touch(self->map + 2 * PG, true));
 	ASSERT_EQ(0, ftruncate(self->fd, PG));
-	sig = touch(self->map + 2 * PG, false);
+	sig = ms_touch(self->map + 2 * PG, false);
 	EXPECT_EQ(SIGBUS, sig) TH_LOG("read beyond the new EOF raised signal %d, not SIGBUS", sig);
 	ASSERT_EQ(0, ftruncate(self->fd, LEN));
 	ASSERT_EQ(0, ms_trace_start());
-	EXPECT_EQ(0, touch(self->map + 2 * PG, true));
+	EXPECT_EQ(0, ms_touch(self->map + 2 * PG, true));
 	EXPECT_EQ(1, sync_faults_of(self->ino))
 		TH_LOG("the first write into the re-extended range must be a synchronous fault");
 	EXPECT_EQ('x', self->map[2 * PG]);

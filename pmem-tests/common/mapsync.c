@@ -2,6 +2,8 @@
 /* Helpers shared by the pmem-tests programs (guest side). */
 #include <fcntl.h>
 #include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,84 @@ bool ms_has_option(const char *opts, const char *opt)
 		p += n;
 	}
 	return false;
+}
+
+static sigjmp_buf touch_jump;
+
+static void touch_signal(int sig)
+{
+	siglongjmp(touch_jump, sig);
+}
+
+int ms_touch(volatile char *p, bool write)
+{
+	struct sigaction sa = { .sa_handler = touch_signal }, old;
+	int sig;
+
+	sigaction(SIGBUS, &sa, &old);
+	sig = sigsetjmp(touch_jump, 1);
+	if (!sig) {
+		if (write)
+			*p = 'x';
+		else
+			(void)*p;
+	}
+	sigaction(SIGBUS, &old, NULL);
+	return sig;
+}
+
+/* /sys/fs/<type>/<device>/<attr> of the file system mounted at dir */
+static int fs_attr_path(const char *dir, const char *attr, char *path, size_t len)
+{
+	char dev[256], mnt[PATH_MAX], type[64];
+	FILE *f = fopen("/proc/mounts", "r");
+	const char *name;
+	int found = -1;
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%255s %4095s %63s %*s %*d %*d", dev, mnt, type) == 3) {
+		if (!strcmp(mnt, dir)) {
+			/* the last mount on dir wins, as in the kernel */
+			name = strrchr(dev, '/');
+			found = snprintf(path, len, "/sys/fs/%s/%s/%s", type,
+					 name ? name + 1 : dev, attr) < (int)len ? 0 : -1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+long ms_fs_attr_get(const char *dir, const char *attr)
+{
+	char path[PATH_MAX];
+	long val = -1;
+	FILE *f;
+
+	if (fs_attr_path(dir, attr, path, sizeof(path)))
+		return -1;
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &val) != 1)
+		val = -1;
+	fclose(f);
+	return val;
+}
+
+int ms_fs_attr_set(const char *dir, const char *attr, long val)
+{
+	char path[PATH_MAX];
+	FILE *f;
+	int ret;
+
+	if (fs_attr_path(dir, attr, path, sizeof(path)))
+		return -1;
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	ret = fprintf(f, "%ld\n", val) < 0;
+	return fclose(f) || ret ? -1 : 0;
 }
 
 void *ms_map_placed(size_t len, int prot, int flags, int fd, enum ms_place place)

@@ -27,6 +27,20 @@ int ms_mount_options(const char *dir, char *buf, size_t len);
 /* Whether a comma-separated option list holds opt exactly. */
 bool ms_has_option(const char *opts, const char *opt);
 
+/*
+ * The per-mount sysfs attribute `attr` of the file system holding dir
+ * (/sys/fs/<type>/<device>/attr).  ms_fs_attr_get() returns its value or -1
+ * when the kernel has no such attribute; ms_fs_attr_set() writes val and
+ * returns 0 or -1.
+ */
+long ms_fs_attr_get(const char *dir, const char *attr);
+int ms_fs_attr_set(const char *dir, const char *attr, long val);
+/* The knob of the MAP_SYNC allocation look-ahead (kernel-patches 0011/0012). */
+#define MS_SYNC_FAULT_ALLOC_KB "sync_fault_alloc_kb"
+
+/* Touch p (a write if write); returns the signal it raised (SIGBUS), 0 if none. */
+int ms_touch(volatile char *p, bool write);
+
 /* Where ms_map_placed() puts a mapping. */
 enum ms_place {
 	MS_PLACE_PMD,	/* at a 2 MiB boundary: 2 MiB faults are possible */
