@@ -103,23 +103,30 @@ int ms_touch(volatile char *p, bool write)
 	return sig;
 }
 
-/* /sys/fs/<type>/<device>/<attr> of the file system mounted at dir */
+/* /sys/fs/<type>/<device>/<attr> of the file system dir is on */
 static int fs_attr_path(const char *dir, const char *attr, char *path, size_t len)
 {
-	char dev[256], mnt[PATH_MAX], type[64];
+	char dev[256], mnt[PATH_MAX], type[64], real[PATH_MAX];
 	FILE *f = fopen("/proc/mounts", "r");
+	size_t n, best = 0;
 	const char *name;
 	int found = -1;
 
-	if (!f)
+	if (!f || !realpath(dir, real)) {
+		if (f)
+			fclose(f);
 		return -1;
+	}
 	while (fscanf(f, "%255s %4095s %63s %*s %*d %*d", dev, mnt, type) == 3) {
-		if (!strcmp(mnt, dir)) {
-			/* the last mount on dir wins, as in the kernel */
-			name = strrchr(dev, '/');
-			found = snprintf(path, len, "/sys/fs/%s/%s/%s", type,
-					 name ? name + 1 : dev, attr) < (int)len ? 0 : -1;
-		}
+		/* the deepest mount holding dir; the last one on a path wins */
+		n = strlen(mnt);
+		if (strncmp(real, mnt, n) || (real[n] != '/' && real[n] != '\0' && n > 1) ||
+		    n < best)
+			continue;
+		best = n;
+		name = strrchr(dev, '/');
+		found = snprintf(path, len, "/sys/fs/%s/%s/%s", type,
+				 name ? name + 1 : dev, attr) < (int)len ? 0 : -1;
 	}
 	fclose(f);
 	return found;

@@ -8,6 +8,13 @@
  *                                  file, until the plug is pulled (prints
  *                                  WRITER-START first, WRITER-END if it ends)
  *   crash check RECORDS            verify every record of a REC list
+ *   crash poison DIR MIB           fill up to MIB MiB of free space with a
+ *                                  marker (a file written, synced, deleted),
+ *                                  and note where it was in DIR/poisoned
+ *   crash scan DIR                 after recovery: count marker words in
+ *                                  every file (old data of freed blocks made
+ *                                  reachable), and the blocks files now use
+ *                                  that were poisoned (0: nothing proved)
  *
  * KIND is how a record is made durable:
  *   sync    MAP_SHARED_VALIDATE|MAP_SYNC, CPU cache flushes only (pmem_persist)
@@ -25,6 +32,7 @@
  * any record is written, so only what the record's write did is at stake.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <libpmem.h>
 #include <limits.h>
@@ -282,16 +290,147 @@ static int check(const char *list)
 	return 0;
 }
 
+#define STALE 0x454c4154535f4f44ULL	/* the marker of poisoned blocks */
+
+/* the physical extents of fd, FIEMAP; returns how many (at most n) or -1 */
+static int phys_extents(int fd, struct fiemap_extent *fe, int n)
+{
+	struct fiemap *fm = calloc(1, sizeof(*fm) + n * sizeof(*fe));
+	int got = -1;
+
+	if (!fm)
+		return -1;
+	fm->fm_length = FIEMAP_MAX_OFFSET;
+	fm->fm_flags = FIEMAP_FLAG_SYNC;
+	fm->fm_extent_count = n;
+	if (!ioctl(fd, FS_IOC_FIEMAP, fm)) {
+		got = fm->fm_mapped_extents;
+		memcpy(fe, fm->fm_extents, got * sizeof(*fe));
+	}
+	free(fm);
+	return got;
+}
+
+#define MAXEXT 4096
+static struct fiemap_extent poisoned[MAXEXT], ext[MAXEXT];
+static int npoisoned;
+
+static int poison(const char *dir, long mib)
+{
+	static uint64_t buf[(1 << 20) / sizeof(uint64_t)];
+	char path[PATH_MAX];
+	FILE *f;
+	long i;
+	int fd, n;
+
+	for (i = 0; i < (long)(sizeof(buf) / sizeof(buf[0])); i++)
+		buf[i] = STALE;
+	snprintf(path, sizeof(path), "%s/poison", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		die("create", path);
+	for (i = 0; i < mib; i++)
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			break;	/* ENOSPC: poisoned what there was */
+	if (fsync(fd))
+		die("fsync", path);
+	n = phys_extents(fd, ext, MAXEXT);
+	if (n <= 0)
+		die("FIEMAP", path);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/poisoned", dir);
+	f = fopen(path, "w");
+	if (!f)
+		die("create", path);
+	for (i = 0; i < n; i++)
+		fprintf(f, "%llu %llu\n", (unsigned long long)ext[i].fe_physical,
+			(unsigned long long)ext[i].fe_length);
+	if (fflush(f) || fsync(fileno(f)))
+		die("fsync", path);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/poison", dir);
+	if (unlink(path) || sync_dir(dir))
+		die("unlink", path);
+	sync();	/* the deletion committed: the blocks are free, and stay free */
+	printf("POISONED %ld MiB in %d extents\n", i, n);
+	return 0;
+}
+
+static long stale_words, stale_files, reused_bytes;
+
+static int scan_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	static uint64_t buf[(1 << 20) / sizeof(uint64_t)];
+	long words = 0;
+	ssize_t got;
+	off_t off = 0;
+	int fd, n, i, j;
+
+	if (type != FTW_F || !S_ISREG(st->st_mode) || !strcmp(path + ftw->base, "poisoned"))
+		return 0;
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die("open", path);
+	while ((got = pread(fd, buf, sizeof(buf), off)) > 0) {
+		for (i = 0; i < got / (ssize_t)sizeof(buf[0]); i++)
+			words += buf[i] == STALE;
+		off += got;
+	}
+	n = phys_extents(fd, ext, MAXEXT);
+	for (i = 0; i < n; i++)
+		for (j = 0; j < npoisoned; j++) {
+			uint64_t a = ext[i].fe_physical, b = a + ext[i].fe_length;
+			uint64_t c = poisoned[j].fe_physical, d = c + poisoned[j].fe_length;
+
+			if (a < d && c < b)
+				reused_bytes += (b < d ? b : d) - (a > c ? a : c);
+		}
+	close(fd);
+	if (words) {
+		if (stale_files++ < 5)
+			printf("STALE %s: %ld marker words\n", path, words);
+		stale_words += words;
+	}
+	return 0;
+}
+
+static int scan(const char *dir)
+{
+	char path[PATH_MAX];
+	unsigned long long a, b;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/poisoned", dir);
+	f = fopen(path, "r");
+	if (!f)
+		die("open", path);
+	while (npoisoned < MAXEXT && fscanf(f, "%llu %llu\n", &a, &b) == 2) {
+		poisoned[npoisoned].fe_physical = a;
+		poisoned[npoisoned++].fe_length = b;
+	}
+	fclose(f);
+	if (nftw(dir, scan_one, 16, FTW_PHYS))
+		die("scan", dir);
+	printf("stale %ld files %ld reused %ld\n", stale_words, stale_files, reused_bytes / 4096);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int i;
 
 	if (argc >= 3 && !strcmp(argv[1], "check"))
 		return check(argv[2]);
+	if (argc >= 4 && !strcmp(argv[1], "poison"))
+		return poison(argv[2], atol(argv[3]));
+	if (argc >= 3 && !strcmp(argv[1], "scan"))
+		return scan(argv[2]);
 	if (argc < 4 || set_kind(argv[3])) {
 		fprintf(stderr, "usage: crash write DIR sync|shared|msync CASE...\n"
 				"       crash loop DIR sync|shared|msync\n"
-				"       crash check RECORDS\n");
+				"       crash check RECORDS\n"
+				"       crash poison DIR MIB\n"
+				"       crash scan DIR\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "write")) {
