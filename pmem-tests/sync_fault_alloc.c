@@ -41,31 +41,12 @@ static long knob_get(const char *dir)
 	return ms_fs_attr_get(dir, MS_SYNC_FAULT_ALLOC_KB);
 }
 
-/* the extents of fd, FIEMAP; returns how many (at most n) */
-static int extents_of(int fd, struct fiemap_extent *ext, int n)
-{
-	struct fiemap *fm = calloc(1, sizeof(*fm) + n * sizeof(*ext));
-	int got = -1;
-
-	if (!fm)
-		return -1;
-	fm->fm_length = FIEMAP_MAX_OFFSET;
-	fm->fm_flags = FIEMAP_FLAG_SYNC;
-	fm->fm_extent_count = n;
-	if (!ioctl(fd, FS_IOC_FIEMAP, fm)) {
-		got = fm->fm_mapped_extents;
-		memcpy(ext, fm->fm_extents, got * sizeof(*ext));
-	}
-	free(fm);
-	return got;
-}
-
 /* 4 KiB data blocks mapped in fd (FIEMAP: extent-tree blocks do not count) */
 static long blocks_of(int fd)
 {
 	static struct fiemap_extent ext[1024];
 	long blocks = 0;
-	int i, n = extents_of(fd, ext, 1024);
+	int i, n = ms_fiemap(fd, ext, 1024);
 
 	if (n < 0)
 		return -1;
@@ -415,7 +396,7 @@ TEST_F(layout, rest_of_unwritten_extent_stays_unwritten)
 	ASSERT_EQ(0, fallocate(self->fd, 0, 0, 32 * PG));
 	ASSERT_EQ(0, fsync(self->fd));
 	ASSERT_EQ(0, fault_page(self->fd, 32 * PG, 3));
-	n = extents_of(self->fd, ext, 8);
+	n = ms_fiemap(self->fd, ext, 8);
 	ASSERT_LT(0, n) TH_LOG("FIEMAP: %s", strerror(errno));
 	for (i = 0; i < n; i++) {
 		TH_LOG("extent %d: logical %llu length %llu flags %#x", i,

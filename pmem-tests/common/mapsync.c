@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Helpers shared by the pmem-tests programs (guest side). */
 #include <fcntl.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include "mapsync.h"
@@ -77,6 +80,24 @@ bool ms_has_option(const char *opts, const char *opt)
 		p += n;
 	}
 	return false;
+}
+
+int ms_fiemap(int fd, struct fiemap_extent *ext, int n)
+{
+	struct fiemap *fm = calloc(1, sizeof(*fm) + n * sizeof(*ext));
+	int got = -1;
+
+	if (!fm)
+		return -1;
+	fm->fm_length = FIEMAP_MAX_OFFSET;
+	fm->fm_flags = FIEMAP_FLAG_SYNC;
+	fm->fm_extent_count = n;
+	if (!ioctl(fd, FS_IOC_FIEMAP, fm)) {
+		got = fm->fm_mapped_extents;
+		memcpy(ext, fm->fm_extents, got * sizeof(*ext));
+	}
+	free(fm);
+	return got;
 }
 
 static sigjmp_buf touch_jump;

@@ -38,6 +38,10 @@ int ms_fs_attr_set(const char *dir, const char *attr, long val);
 /* The knob of the MAP_SYNC allocation look-ahead (kernel-patches 0011/0012). */
 #define MS_SYNC_FAULT_ALLOC_KB "sync_fault_alloc_kb"
 
+struct fiemap_extent;
+/* The extents of fd (FIEMAP, synced first): how many, at most n, or -1. */
+int ms_fiemap(int fd, struct fiemap_extent *ext, int n);
+
 /* Touch p (a write if write); returns the signal it raised (SIGBUS), 0 if none. */
 int ms_touch(volatile char *p, bool write);
 

@@ -292,25 +292,6 @@ static int check(const char *list)
 
 #define STALE 0x454c4154535f4f44ULL	/* the marker of poisoned blocks */
 
-/* the physical extents of fd, FIEMAP; returns how many (at most n) or -1 */
-static int phys_extents(int fd, struct fiemap_extent *fe, int n)
-{
-	struct fiemap *fm = calloc(1, sizeof(*fm) + n * sizeof(*fe));
-	int got = -1;
-
-	if (!fm)
-		return -1;
-	fm->fm_length = FIEMAP_MAX_OFFSET;
-	fm->fm_flags = FIEMAP_FLAG_SYNC;
-	fm->fm_extent_count = n;
-	if (!ioctl(fd, FS_IOC_FIEMAP, fm)) {
-		got = fm->fm_mapped_extents;
-		memcpy(fe, fm->fm_extents, got * sizeof(*fe));
-	}
-	free(fm);
-	return got;
-}
-
 #define MAXEXT 4096
 static struct fiemap_extent poisoned[MAXEXT], ext[MAXEXT];
 static int npoisoned;
@@ -334,7 +315,7 @@ static int poison(const char *dir, long mib)
 			break;	/* ENOSPC: poisoned what there was */
 	if (fsync(fd))
 		die("fsync", path);
-	n = phys_extents(fd, ext, MAXEXT);
+	n = ms_fiemap(fd, ext, MAXEXT);
 	if (n <= 0)
 		die("FIEMAP", path);
 	close(fd);
@@ -376,7 +357,7 @@ static int scan_one(const char *path, const struct stat *st, int type, struct FT
 			words += buf[i] == STALE;
 		off += got;
 	}
-	n = phys_extents(fd, ext, MAXEXT);
+	n = ms_fiemap(fd, ext, MAXEXT);
 	for (i = 0; i < n; i++)
 		for (j = 0; j < npoisoned; j++) {
 			uint64_t a = ext[i].fe_physical, b = a + ext[i].fe_length;
