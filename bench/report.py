@@ -144,7 +144,7 @@ def main():
             flag = lambda v: f"{100 * v:.0f}%" + (" ⚠" if v > CV_FLAG else "")
             md.append(f"| {' | '.join(c)} | {ratio(a['p50_ns'], b['p50_ns']):.2f} | "
                       f"{ratio(a['p99_ns'], b['p99_ns']):.2f} | "
-                      f"{syncs_per_mib(b, c[3], c[2]):.1f} → {syncs_per_mib(a, c[3], c[2]):.1f} | "
+                      f"{syncs_per_mib(b, c[3]):.1f} → {syncs_per_mib(a, c[3]):.1f} | "
                       f"{flag(b['p50_cv'])} | {flag(a['p50_cv'])} |")
         md.append("")
         md.append(f"⚠: coefficient of variation above {int(CV_FLAG * 100)}%: the cell's p50 moved that much "
@@ -173,7 +173,7 @@ def main():
                           f"{us(a['mean_ns'])} | {us(b['mean_ns']) if b else '-'} | "
                           f"{ratio(a['mean_ns'], b['mean_ns']) if b else float('nan'):.2f} | "
                           f"{ratio(a['mean_ns'], s0['mean_ns']) if s0 else float('nan'):.2f} | "
-                          f"{syncs_per_mib(a, '4k', st):.1f} |")
+                          f"{syncs_per_mib(a, '4k'):.1f} |")
     md += fio_crosscheck(out, boots, agg, kernels)
     md.append("")
     md.append("## Every cell (medians over repetitions)")
@@ -217,7 +217,7 @@ def model_syncs(r):
     return -(-r["faults"] * stride // cluster)         # clusters touched
 
 
-def syncs_per_mib(a, size, state):
+def syncs_per_mib(a, size):
     """synchronous faults per MiB written (each fault writes one 4 KiB page or 2 MiB)"""
     return a["sync_faults"] / (a["faults"] * (512 if size == "2m" else 1) / 256)
 

@@ -301,7 +301,7 @@ static int poison(const char *dir, long mib)
 	static uint64_t buf[(1 << 20) / sizeof(uint64_t)];
 	char path[PATH_MAX];
 	FILE *f;
-	long i;
+	long i, mb;
 	int fd, n;
 
 	for (i = 0; i < (long)(sizeof(buf) / sizeof(buf[0])); i++)
@@ -310,7 +310,7 @@ static int poison(const char *dir, long mib)
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0)
 		die("create", path);
-	for (i = 0; i < mib; i++)
+	for (mb = 0; mb < mib; mb++)
 		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
 			break;	/* ENOSPC: poisoned what there was */
 	if (fsync(fd))
@@ -333,7 +333,7 @@ static int poison(const char *dir, long mib)
 	if (unlink(path) || sync_dir(dir))
 		die("unlink", path);
 	sync();	/* the deletion committed: the blocks are free, and stay free */
-	printf("POISONED %ld MiB in %d extents\n", i, n);
+	printf("POISONED %ld MiB in %d extents\n", mb, n);
 	return 0;
 }
 
