@@ -29,7 +29,7 @@ DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
             libelf-dev libssl-dev gnuplot-nox build-essential xz-utils file fio \
             util-linux perl python3 rsync kmod
 
-.PHONY: help deps kernel stock-kernel check-series rootfs tests run test test-crash bench bench-quick shell clean
+.PHONY: help deps kernel stock-kernel check-series rootfs tests run test test-crash mutants bench bench-quick shell clean
 
 help:
 	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
@@ -38,6 +38,8 @@ help:
 	@echo "  make test          the test suite on the patched, then the stock kernel"
 	@echo "                     (ends with 'N passed, N failed, N skipped')"
 	@echo "  make test-crash    power-failure tests: 20 random power cuts per file system"
+	@echo "  make mutants       build kernels with one deliberate bug each; the suite must kill each"
+	@echo "                     (kill table; MUTANTS='name ...' for a subset; not part of make test)"
 	@echo "  make bench         fault-latency benchmark, stock vs patched, 3 repetitions"
 	@echo "  make bench-quick   the same, 1 repetition, fewer faults (a few minutes)"
 	@echo "  make shell         interactive shell in the guest (pmem at build/pmem/pmem0.img)"
@@ -154,6 +156,12 @@ bench-quick: deps $(BENCH_KERNELS) rootfs
 CRASH_CYCLES ?= 20
 test-crash: deps $(BZIMAGE) rootfs
 	@pmem-tests/crash --cycles $(CRASH_CYCLES) --kernel $(BZIMAGE) $(RUNFLAGS)
+
+# mutants: each kernel-patches/mutants/NAME.patch on top of the series, built
+# incrementally; the parts of the suite its Kills: header names must fail
+# (kill table in build/results/mutants-<time>/).  MUTANTS='name ...': a subset.
+mutants: deps $(B)/kernel/patched/bzImage rootfs
+	@MUTANTS="$(MUTANTS)" kernel-patches/mutants/run-on-host $(RUNFLAGS)
 
 shell: deps $(BZIMAGE) rootfs
 	@qemu/mapsync-run --shell -k $(BZIMAGE) $(RUNFLAGS)
