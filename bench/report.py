@@ -275,10 +275,32 @@ def fio_crosscheck(out, boots, agg, kernels):
     return md
 
 
+def expected_cells():
+    """Every cell bench/run-guest runs in each boot (fs, map, state, size);
+    written out here, not taken from the results, so that a cell that
+    went missing is seen."""
+    cells = []
+    for fs in ("ext4", "xfs"):
+        for state in ("hole", "unwritten", "written", "read"):
+            cells += [(fs, m, state, "4k") for m in ("sync", "shared")]
+        for state in ("hole-random", "hole-stride") + (("hole-extsize64k",) if fs == "xfs" else ()):
+            cells += [(fs, m, state, "4k") for m in ("sync", "shared")]
+        for state in ("hole", "written"):
+            cells += [(fs, m, state, "4k") for m in ("msync-each", "msync-end")]
+        cells += [(fs, m, "hole", "2m") for m in ("sync", "shared")]
+    return cells
+
+
 def check(rows, boots):
-    """KTAP lines and a tally: the kernel's counts against the model."""
+    """KTAP lines and a tally: the kernel's counts against the model; a cell
+    missing from a boot's results fails."""
     npass = nfail = 0
     print("\nTAP version 13")
+    seen = {(r["label"], cell_key(r)) for r in rows}
+    missing = [(label, c) for label in sorted(boots) for c in expected_cells() if (label, c) not in seen]
+    for label, c in missing:
+        nfail += 1
+        print(f"not ok - bench.{boots[label]['kernel']}.{'.'.join(c)} # missing: boot {label} has no result for this cell")
     for i, r in enumerate(rows, 1):
         want_sync = model_syncs(r)
         problems = []
