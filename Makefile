@@ -27,7 +27,7 @@ KDEPS    := kernel-patches/build-kernel.sh kernel-patches/mapsync.config \
 DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
             libpmem2-dev libpmem-dev pmdk-tools busybox-static cpio bc flex bison \
             libelf-dev libssl-dev gnuplot-nox build-essential xz-utils file fio \
-            util-linux perl python3 rsync kmod
+            util-linux perl python3 rsync kmod ccache
 
 .PHONY: help deps kernel stock-kernel check-series rootfs tests run test test-crash mutants bench bench-quick shell clean
 

@@ -1,16 +1,25 @@
 #!/bin/bash
 # Build one flavour of the mapsync kernel out of tree.
 #
-#   kernel-patches/build-kernel.sh patched|stock [default|debug]
+#   kernel-patches/build-kernel.sh patched|stock|mutant [default|debug]
 #
 # patched: Debian's linux-source-6.12 with kernel-patches/series applied.
 # stock:   the same tree with no patches.
+# mutant:  the patched tree plus the one deliberate breakage named by
+#          MAPSYNC_MUTANT=kernel-patches/mutants/NAME.patch (make mutants);
+#          the bzImage goes to build/kernel/mutant-NAME/.
 # Both use tinyconfig + kernel-patches/mapsync.config (+ debug.config for the
 # debug flavour), and every option of the fragments is checked after
 # olddefconfig.  Rebuilds are incremental: the tarball is unpacked again only
 # when it changed, patches are popped and pushed like quilt (only the part of
 # the series that changed), and .config keeps its timestamp when its content
 # did not change.
+#
+# Every tree is built by ccache (build/ccache), and every tree has the same
+# shape: the object directory is a child of the source directory, so Kbuild
+# uses the relative srctree "..", and the compiler sees the same command
+# line in every tree.  A second flavour, check-series and each mutant then
+# compile only the files their patches change; the rest are cache hits.
 set -euo pipefail
 
 flavour=${1:?usage: build-kernel.sh patched|stock [default|debug]}
@@ -24,7 +33,14 @@ logs=$build/logs
 die() { echo "build-kernel: $*" >&2; exit 1; }
 step() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
 
-case $flavour in patched|stock) ;; *) die "unknown flavour '$flavour' (patched or stock)";; esac
+case $flavour in
+patched|stock) ;;
+mutant)
+	mutant=${MAPSYNC_MUTANT:?mutant: set MAPSYNC_MUTANT to a patch in kernel-patches/mutants/}
+	[ -f "$mutant" ] || die "no mutant patch $mutant"
+	mutant=$(cd "$(dirname "$mutant")" && pwd)/$(basename "$mutant") ;;
+*) die "unknown flavour '$flavour' (patched, stock or mutant)";;
+esac
 case $kconfig in
 default) fragments=("$here/mapsync.config"); objname=$flavour ;;
 debug) fragments=("$here/mapsync.config" "$here/debug.config"); objname=$flavour-debug ;;
@@ -34,10 +50,15 @@ esac
 command -v flex >/dev/null && command -v bison >/dev/null && command -v bc >/dev/null ||
 	die "flex, bison or bc missing: run 'make deps'"
 
+[ "$flavour" = mutant ] && objname=mutant-$(basename "$mutant" .patch)
 srcroot=$build/kernel/src-$flavour
 src=$srcroot/linux-source-6.12
-obj=$build/kernel/obj-$objname
-mkdir -p "$srcroot" "$obj" "$logs"
+obj=$src/out-$kconfig	# a child of $src: Kbuild's srctree is ".."
+link=$build/kernel/obj-${objname/#mutant-*/mutant}
+mkdir -p "$srcroot" "$logs"
+# one build at a time per tree (make mutants and a make test may overlap)
+exec 9> "$srcroot.lock"
+flock 9 || die "could not lock $srcroot.lock"
 
 # --- 1. unpack (only when the tarball changed)
 stamp="$(stat -c '%s %Y' "$tarball") $tarball"
@@ -47,9 +68,9 @@ if [ ! -f "$srcroot/.tarball" ] || [ "$(cat "$srcroot/.tarball")" != "$stamp" ];
 	tar -C "$srcroot" -xf "$tarball"
 	[ -f "$src/Makefile" ] || die "$tarball did not unpack to linux-source-6.12/"
 	echo "$stamp" > "$srcroot/.tarball"
-	# a new tree invalidates every object built from the old one
-	rm -rf "$obj"; mkdir -p "$obj"
 fi
+mkdir -p "$obj"
+ln -sfn "${obj#"$build"/kernel/}" "$link"
 
 # --- 2. patches: pop what changed, push the rest (quilt semantics)
 applied=$srcroot/.applied
@@ -64,10 +85,17 @@ if [ "$flavour" = patched ] && [ -f "$here/series" ]; then
 	# MAPSYNC_SERIES_LIMIT=N: only the first N patches (check-series.sh)
 	[ -z "${MAPSYNC_SERIES_LIMIT:-}" ] || want=("${want[@]:0:$MAPSYNC_SERIES_LIMIT}")
 fi
+if [ "$flavour" = mutant ]; then
+	while read -r p _; do
+		case $p in ''|'#'*) continue;; esac
+		want+=("$p")
+	done < "$here/series"
+	want+=("mutants/$(basename "$mutant")")
+fi
 mapfile -t have < <(cd "$applied" && ls | sort)
 keep=0
 while [ $keep -lt ${#have[@]} ] && [ $keep -lt ${#want[@]} ] &&
-      [ "${have[$keep]}" = "$(printf '%03d-%s' $keep "${want[$keep]}")" ] &&
+      [ "${have[$keep]}" = "$(printf '%03d-%s' $keep "${want[$keep]//\//:}")" ] &&
       cmp -s "$applied/${have[$keep]}" "$here/${want[$keep]}"; do
 	keep=$((keep + 1))
 done
@@ -87,15 +115,23 @@ for ((i = keep; i < ${#want[@]}; i++)); do
 	fi
 	step "applying $p"
 	patch -d "$src" -p1 -f -s < "$here/$p" >/dev/null
-	cp "$here/$p" "$applied/$(printf '%03d-%s' "$i" "$p")"
+	cp "$here/$p" "$applied/$(printf '%03d-%s' "$i" "${p//\//:}")"
 done
+
+# --- ccache: one cache for every tree; paths are relative (see above)
+export CCACHE_DIR=${CCACHE_DIR:-$build/ccache} CCACHE_BASEDIR=$build CCACHE_NOHASHDIR=1
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G} CCACHE_SLOPPINESS=time_macros
+export KBUILD_BUILD_TIMESTAMP='2026-01-01' KBUILD_BUILD_USER=mapsync KBUILD_BUILD_HOST=mapsync
+command -v ccache >/dev/null || die "ccache missing: run 'make deps'"
+kmake() { make -C "$src" O="$obj" CC="ccache gcc" HOSTCC="ccache gcc" "$@"; }
+ccstat() { ccache --print-stats 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'; }
 
 # --- 3. config: tinyconfig + fragments, checked; keep .config's mtime if unchanged
 step "configuring $objname (tinyconfig + $(for f in "${fragments[@]}"; do basename "$f"; done | paste -sd+))"
 [ -f "$obj/.config" ] && cp -p "$obj/.config" "$obj/.config.prev"
-make -s -C "$src" O="$obj" tinyconfig >/dev/null
+kmake -s tinyconfig >/dev/null
 (cd "$src" && scripts/kconfig/merge_config.sh -m -O "$obj" "$obj/.config" "${fragments[@]}" >/dev/null)
-make -s -C "$src" O="$obj" olddefconfig >/dev/null
+kmake -s olddefconfig >/dev/null
 dropped=()
 for f in "${fragments[@]}"; do
 	while IFS= read -r line; do
@@ -128,7 +164,8 @@ fi
 log=$logs/$(date +%Y%m%d-%H%M%S)-kernel-$objname.log
 step "building bzImage ($objname, -j$(nproc)); log: ${log#"$top"/}"
 t0=$(date +%s)
-if ! make -C "$src" O="$obj" -j"$(nproc)" bzImage > "$log" 2>&1; then
+ccache -z >/dev/null
+if ! kmake -j"$(nproc)" bzImage > "$log" 2>&1; then
 	echo "build-kernel: the $objname kernel failed to build; log: $log" >&2
 	grep -E 'error|Error' "$log" | head -20 >&2 || true
 	tail -n 40 "$log" >&2
@@ -138,4 +175,5 @@ mkdir -p "$build/kernel/$objname"
 cp "$obj/arch/x86/boot/bzImage" "$build/kernel/$objname/bzImage"
 cp -p "$obj/.config" "$build/kernel/$objname/config"
 ( cd "$applied" && ls | sed 's/^...-//' ) > "$build/kernel/$objname/series"
-step "kernel $objname ready in $(( $(date +%s) - t0 )) s: build/kernel/$objname/bzImage ($(wc -l < "$build/kernel/$objname/series") patches)"
+hits=$(( $(ccstat direct_cache_hit) + $(ccstat preprocessed_cache_hit) )) miss=$(ccstat cache_miss)
+step "kernel $objname ready in $(( $(date +%s) - t0 )) s: build/kernel/$objname/bzImage ($(wc -l < "$build/kernel/$objname/series") patches; ccache $hits hits, $miss misses$( [ $((hits + miss)) -gt 0 ] && echo ", $((100 * hits / (hits + miss)))%"))"
