@@ -187,7 +187,7 @@ int main(int argc, char **argv)
 			t = order[i], order[i] = order[j], order[j] = t;
 		}
 	}
-	alloc_kb = ms_fs_attr_get(dir, MS_SYNC_FAULT_ALLOC_KB);
+	alloc_kb = ms_fs_attr_get(dir, MS_EXTENT_MAX_ZEROOUT_KB);
 
 	/* warm-up: the same kind of faults on another file */
 	snprintf(path, sizeof(path), "%s/warmup", dir);

@@ -254,3 +254,17 @@ int ms_trace_count(const char *event, unsigned long ino, const char *word)
 	fclose(f);
 	return n;
 }
+
+int ms_set_extsize(int fd, unsigned int bytes)
+{
+	struct fsxattr fa;
+
+	if (ioctl(fd, FS_IOC_FSGETXATTR, &fa))
+		return -1;
+	fa.fsx_extsize = bytes;
+	if (bytes)
+		fa.fsx_xflags |= FS_XFLAG_EXTSIZE;
+	else
+		fa.fsx_xflags &= ~FS_XFLAG_EXTSIZE;
+	return ioctl(fd, FS_IOC_FSSETXATTR, &fa) ? -1 : 0;
+}

@@ -35,8 +35,15 @@ bool ms_has_option(const char *opts, const char *opt);
  */
 long ms_fs_attr_get(const char *dir, const char *attr);
 int ms_fs_attr_set(const char *dir, const char *attr, long val);
-/* The knob of the MAP_SYNC allocation look-ahead (kernel-patches 0011/0012). */
-#define MS_SYNC_FAULT_ALLOC_KB "sync_fault_alloc_kb"
+/*
+ * How a file asks for the MAP_SYNC allocation look-ahead (kernel-patches
+ * 0011/0012).  ext4: by having unwritten extents (fallocate); the range a
+ * synchronous fault converts is ext4's extent_max_zeroout_kb.  xfs: by an
+ * extent size hint, which xfs then honours for DAX allocations.
+ */
+#define MS_EXTENT_MAX_ZEROOUT_KB "extent_max_zeroout_kb"
+/* Set fd's extent size hint to bytes (0: none; FS_IOC_FSSETXATTR); 0 or -1. */
+int ms_set_extsize(int fd, unsigned int bytes);
 
 struct fiemap_extent;
 /* The extents of fd (FIEMAP, synced first): how many, at most n, or -1. */
