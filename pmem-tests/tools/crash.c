@@ -6,11 +6,13 @@
  *                                  stdout right after each one is persisted
  *   crash loop DIR KIND            the same with 4 KiB faults in one sparse
  *                                  file, until the plug is pulled (prints
- *                                  WRITER-START first, WRITER-END if it ends)
+ *                                  "WRITER-START KIND" first, "WRITER-END
+ *                                  KIND" if it reaches the end of the file)
  *   crash check RECORDS            verify every record of a REC list
- *   crash poison DIR MIB           fill up to MIB MiB of free space with a
- *                                  marker (a file written, synced, deleted),
- *                                  and note where it was in DIR/poisoned
+ *   crash poison DIR MIB           fill up to MIB MiB of free space (all of
+ *                                  it if MIB is larger) with a marker (a file
+ *                                  written, synced, deleted), and note where
+ *                                  it was in DIR/poisoned
  *   crash scan DIR                 after recovery: count marker words in
  *                                  every file (old data of freed blocks made
  *                                  reachable), and the blocks files now use
@@ -28,8 +30,13 @@
  *   files     one record in each of many small new files
  *   eof       one record in the EOF page of each of many written, synced
  *             files of 2 pages + 100 bytes (an overwrite: needs no sync)
- * Each file is created and sized, then fsynced (with its directory) before
- * any record is written, so only what the record's write did is at stake.
+ * Every file of a case is created and sized, then fsynced (with its
+ * directory), before the first record of the case is written: after that
+ * nothing but the records' own writes (and what KIND does) touches the
+ * file system, so only what the records' writes did is at stake.  The host
+ * gives each case a file system of its own (pmem-tests/crash-guest): an
+ * fsync anywhere on a file system commits its one journal (ext4) or log
+ * (xfs) for every file on it.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -191,13 +198,21 @@ static void write_case(const char *dir, const char *cas, const char *kind)
 
 	if (!strcmp(cas, "files") || !strcmp(cas, "eof")) {
 		bool eof = !strcmp(cas, "eof");
+		size_t n = eof ? 16 : NREC;
+		static char *maps[NREC];
 
-		for (i = 0; i < (eof ? 16 : NREC); i++) {
+		/* every file prepared (and synced) before the first record:
+		 * preparing file i+1 would commit the record of file i */
+		for (i = 0; i < n; i++) {
 			snprintf(path, sizeof(path), "%s/%s-%s-%03zu", dir, cas, kind, i);
-			map = prepare(dir, path, cas, eof ? 3 * PG : PG, &len);
-			put(path, map, eof ? 2 * PG : 0);
-			munmap(map, len);
+			maps[i] = prepare(dir, path, cas, eof ? 3 * PG : PG, &len);
 		}
+		for (i = 0; i < n; i++) {
+			snprintf(path, sizeof(path), "%s/%s-%s-%03zu", dir, cas, kind, i);
+			put(path, maps[i], eof ? 2 * PG : 0);
+		}
+		for (i = 0; i < n; i++)
+			munmap(maps[i], len);
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/%s-%s", dir, cas, kind);
@@ -319,6 +334,11 @@ static int poison(const char *dir, long mib)
 	if (n <= 0)
 		die("FIEMAP", path);
 	close(fd);
+	if (unlink(path) || sync_dir(dir))
+		die("unlink", path);
+	sync();	/* the deletion committed: the blocks are free, and stay free */
+	/* the list after the deletion: the file system may be full until then
+	 * (scan skips the list, which may now sit on poisoned blocks) */
 	snprintf(path, sizeof(path), "%s/poisoned", dir);
 	f = fopen(path, "w");
 	if (!f)
@@ -326,13 +346,9 @@ static int poison(const char *dir, long mib)
 	for (i = 0; i < n; i++)
 		fprintf(f, "%llu %llu\n", (unsigned long long)ext[i].fe_physical,
 			(unsigned long long)ext[i].fe_length);
-	if (fflush(f) || fsync(fileno(f)))
+	if (fflush(f) || fsync(fileno(f)) || sync_dir(dir))
 		die("fsync", path);
 	fclose(f);
-	snprintf(path, sizeof(path), "%s/poison", dir);
-	if (unlink(path) || sync_dir(dir))
-		die("unlink", path);
-	sync();	/* the deletion committed: the blocks are free, and stay free */
 	printf("POISONED %ld MiB in %d extents\n", mb, n);
 	return 0;
 }
@@ -431,11 +447,11 @@ int main(int argc, char **argv)
 		/* 4 KiB faults: allocating and synchronous, one per 128 KiB with
 		 * the look-ahead of 0011/0012, one per record without it */
 		map = prepare(argv[2], path, "pte", n * PG, &len);
-		printf("WRITER-START\n");
+		printf("WRITER-START %s\n", argv[3]);
 		fflush(stdout);
 		for (i = 0; i < n; i++)
 			put(path, map, i * PG + 64 * (i % 8));
-		printf("WRITER-END\n");
+		printf("WRITER-END %s\n", argv[3]);
 		fflush(stdout);
 		tcdrain(1);
 		return 0;
