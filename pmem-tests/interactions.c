@@ -88,20 +88,53 @@ TEST_F(mapped, punched_hole_reads_zeros_then_faults_synchronously)
 		TH_LOG("the write into the punched hole must be a synchronous fault");
 }
 
+/* whether the mapping at addr has VM_SYNC ("sf" in the VmFlags of /proc/self/smaps) */
+static int vm_sync_of(void *addr)
+{
+	char line[512], want[64];
+	int in = 0, sf = -1;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return -1;
+	snprintf(want, sizeof(want), "%lx-", (unsigned long)addr);
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, want, strlen(want)))
+			in = 1;
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			sf = strstr(line, " sf") != NULL;
+			break;
+		}
+	}
+	fclose(f);
+	return sf;
+}
+
 TEST_F(mapped, fork_shares_the_map_sync_mapping)
 {
-	int status;
+	int status, sync_faults;
 	pid_t pid;
 
-	ASSERT_EQ(0, ftruncate(self->fd, LEN));
+	/* page 2 becomes a hole, untouched by the parent: the child's store allocates */
+	ASSERT_EQ(0, fallocate(self->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 * PG, PG));
+	ASSERT_EQ(1, vm_sync_of(self->map)) TH_LOG("the parent's MAP_SYNC mapping has no VM_SYNC");
+	ASSERT_EQ(0, ms_trace_start());
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
+		/* exit 2: the inherited mapping lost VM_SYNC */
+		if (vm_sync_of(self->map) != 1)
+			_exit(2);
 		self->map[2 * PG + 7] = 'c';
 		_exit(0);
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	sync_faults = sync_faults_of(self->ino);
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("the child died: status %#x", status);
+	EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("the child's inherited mapping has no VM_SYNC (\"sf\" in smaps)");
+	EXPECT_EQ(1, sync_faults)
+		TH_LOG("the child's write into a hole through the inherited mapping: expected 1 synchronous fault, saw %d",
+		       sync_faults);
 	EXPECT_EQ('c', self->map[2 * PG + 7]) TH_LOG("the child's store is not in the shared mapping");
 }
 

@@ -7,7 +7,10 @@
  * MAP_SYNC (with MAP_SYNC the first event reports NEEDDSYNC, the PMD is
  * then made writable by dax_insert_pfn_mkwrite); a mapping whose address is
  * not 2 MiB-aligned, or a file shorter than 2 MiB, falls back to 4 KiB
- * faults.
+ * faults.  Each case also counts the synchronous faults: with MAP_SYNC the
+ * first write into the sparse file reports NEEDDSYNC exactly once, on the
+ * fault of the expected size, and dax_insert_pfn_mkwrite follows once;
+ * without MAP_SYNC neither happens.
  */
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -77,13 +80,29 @@ FIXTURE_TEARDOWN(pmd)
 
 TEST_F(pmd, first_write_fault_size)
 {
-	int pmd_total, pmd_fallback, pte;
+	int pmd_total, pmd_fallback, pte, pmd_sync, pte_sync, mkwrite;
+	/* the first write into the sparse file allocates: with MAP_SYNC it syncs once */
+	int want_sync = variant->map_sync ? 1 : 0;
 
 	ASSERT_EQ(0, ms_trace_start());
 	self->map[0] = 'p';
 	pmd_total = ms_trace_count("dax_pmd_fault_done", self->ino, NULL);
 	pmd_fallback = ms_trace_count("dax_pmd_fault_done", self->ino, "FALLBACK");
+	pmd_sync = ms_trace_count("dax_pmd_fault_done", self->ino, "NEEDDSYNC");
 	pte = ms_trace_count("dax_pte_fault_done", self->ino, NULL);
+	pte_sync = ms_trace_count("dax_pte_fault_done", self->ino, "NEEDDSYNC");
+	mkwrite = ms_trace_count("dax_insert_pfn_mkwrite", self->ino, NULL);
+	/* a synchronous fault at the size the case expects, made writable once after its sync */
+	EXPECT_EQ(variant->want_pmd ? want_sync : 0, pmd_sync)
+		TH_LOG("%s: expected %d NEEDDSYNC on a 2 MiB fault, saw %d (%d PMD events)",
+		       variant->map_sync ? "MAP_SYNC" : "MAP_SHARED",
+		       variant->want_pmd ? want_sync : 0, pmd_sync, pmd_total);
+	EXPECT_EQ(variant->want_pmd ? 0 : want_sync, pte_sync)
+		TH_LOG("%s: expected %d NEEDDSYNC on a 4 KiB fault, saw %d (%d PTE events)",
+		       variant->map_sync ? "MAP_SYNC" : "MAP_SHARED",
+		       variant->want_pmd ? 0 : want_sync, pte_sync, pte);
+	EXPECT_EQ(want_sync, mkwrite)
+		TH_LOG("expected %d dax_insert_pfn_mkwrite (after the sync), saw %d", want_sync, mkwrite);
 	if (variant->want_pmd) {
 		EXPECT_LE(1, pmd_total - pmd_fallback)
 			TH_LOG("expected a 2 MiB fault: %d PMD events (%d FALLBACK), %d PTE",

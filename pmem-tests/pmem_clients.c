@@ -8,8 +8,9 @@
  *    caches persistent (QEMU nvdimm-persistence=cpu: MAPSYNC_PERSISTENCE=cpu),
  *    PAGE without DAX;
  *  - PMDK libpmem's pmem_map_file() says is_pmem=1 on DAX, 0 without;
- *  - xfs_io -c "mmap -S" (MAP_SHARED_VALIDATE|MAP_SYNC) succeeds on DAX and
- *    says "Operation not supported" elsewhere.
+ *  - xfs_io -c "mmap -S" (MAP_SHARED_VALIDATE|MAP_SYNC) succeeds on DAX, silently,
+ *    and its "mwrite" through that mapping reaches the file; elsewhere it says
+ *    "Operation not supported" and the file is not written.
  */
 #include <fcntl.h>
 #include <libpmem.h>
@@ -111,27 +112,54 @@ TEST_F(client, libpmem_is_pmem)
 	pmem_unmap(p, mapped);
 }
 
+/* the first page of the file or device through our own MAP_SHARED mapping: fill it, or
+ * count its bytes that are not `val` */
+static int first_page(int fd, int fill, int val)
+{
+	char *p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int i, bad = 0;
+
+	if (p == MAP_FAILED)
+		return -1;
+	for (i = 0; i < 4096; i++) {
+		if (fill)
+			p[i] = val;
+		else
+			bad += p[i] != (char)val;
+	}
+	munmap(p, LEN);
+	return bad;
+}
+
 TEST_F(client, xfs_io_mmap_sync)
 {
 	char cmd[1024], out[1024] = "";
 	size_t n;
 	FILE *f;
-	int status;
+	int status, bad;
 
-	snprintf(cmd, sizeof(cmd), "xfs_io -c 'mmap -S -rw 0 2m' '%s' 2>&1", self->path);
+	/* DAX: the MAP_SYNC mapping is made and a store through it lands in the file */
+	ASSERT_EQ(0, first_page(self->fd, 1, 0)) TH_LOG("%s: mmap: %s", self->path, strerror(errno));
+	snprintf(cmd, sizeof(cmd), "xfs_io -c 'mmap -S -rw 0 2m' -c 'mwrite -S 0x5a 0 4096' '%s' 2>&1",
+		 self->path);
 	f = popen(cmd, "r");
 	ASSERT_NE(NULL, f);
 	n = fread(out, 1, sizeof(out) - 1, f);
 	out[n] = 0;
 	status = pclose(f);
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("xfs_io did not exit: status %#x", status);
+	bad = first_page(self->fd, 0, 0x5a);
 	if (variant->dax) {
-		EXPECT_EQ(NULL, strstr(out, "Operation not supported"))
-			TH_LOG("xfs_io on DAX: %s", out);
+		EXPECT_STREQ("", out) TH_LOG("xfs_io mmap -S on DAX said something: \"%s\"", out);
+		EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("xfs_io mmap -S on DAX: exit %d", WEXITSTATUS(status));
+		EXPECT_EQ(0, bad) TH_LOG("%d of 4096 bytes stored through xfs_io's MAP_SYNC mapping are not in %s",
+					 bad, self->path);
 	} else {
 		EXPECT_NE(NULL, strstr(out, "Operation not supported"))
 			TH_LOG("xfs_io without DAX: expected \"Operation not supported\", saw \"%s\"", out);
+		EXPECT_EQ(4096, bad) TH_LOG("without DAX, %d bytes of the page changed: xfs_io mapped it anyway",
+					    4096 - bad);
 	}
-	EXPECT_TRUE(WIFEXITED(status));
 }
 
 TEST_HARNESS_MAIN
