@@ -327,7 +327,10 @@ static int poison(const char *dir, long mib)
 		die("create", path);
 	for (mb = 0; mb < mib; mb++)
 		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-			break;	/* ENOSPC: poisoned what there was */
+			break;	/* ENOSPC: poisoned what there was ... */
+	if (mb < mib)	/* ... up to its last pages */
+		while (write(fd, buf, PG) == (ssize_t)PG)
+			;
 	if (fsync(fd))
 		die("fsync", path);
 	n = ms_fiemap(fd, ext, MAXEXT);
