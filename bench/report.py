@@ -378,6 +378,11 @@ def model(r, stock):
     u = unit_pages(r, stock)
     if r["place"] == "pte" or r["file_kb"] < 2048:
         syncs = n if u <= s else -(-n * s // u)
+        # ext4 (stock too) converts an unwritten extent of at most
+        # extent_max_zeroout_kb whole on its first write: one fallocated
+        # extent that short is one synchronous fault
+        if r["fs"] == "ext4" and r["state"] == "unwritten" and fpages <= max(r["zeroout_kb"], 0) // 4:
+            syncs = 1
         if r["state"] == "hole":
             blocks = n * u if u <= s else min(fpages, -(-n * s // u) * u)
     elif r["state"] == "hole" and s == 1:
