@@ -4,10 +4,14 @@
  *
  *   crash write DIR KIND CASE...   write records, print "REC path seq off" on
  *                                  stdout right after each one is persisted
- *   crash loop DIR KIND            the same with 4 KiB faults in one sparse
- *                                  file, until the plug is pulled (prints
+ *   crash loop DIR KIND [PREP]     the same with 4 KiB faults in one file,
+ *                                  until the plug is pulled (prints
  *                                  "WRITER-START KIND" first, "WRITER-END
- *                                  KIND" if it reaches the end of the file)
+ *                                  KIND" if it reaches the end of the file).
+ *                                  PREP: sparse (default), fallocate (ext4's
+ *                                  MAP_SYNC look-ahead converts ranges of
+ *                                  it, 0011) or extsize (an xfs extent size
+ *                                  hint of 128 KiB, which 0012 honours)
  *   crash check RECORDS            verify every record of a REC list
  *   crash poison DIR MIB           fill up to MIB MiB of free space (all of
  *                                  it if MIB is larger) with a marker (a file
@@ -107,6 +111,7 @@ static void die(const char *what, const char *path)
 static uint64_t seq;
 static int kind_flags;		/* mmap flags */
 static int kind_msync;
+static const char *loop_prep = "sparse";
 
 static void ack(const char *path, uint64_t s, uint64_t off)
 {
@@ -154,7 +159,18 @@ static char *prepare(const char *dir, const char *path, const char *cas, size_t 
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0)
 		die("create", path);
-	if (!strcmp(cas, "fallocate")) {
+	if (!strcmp(cas, "pte") && !strcmp(loop_prep, "extsize")) {
+		struct fsxattr fa;
+
+		/* before the file has blocks: the hint only applies then */
+		if (ioctl(fd, FS_IOC_FSGETXATTR, &fa))
+			die("FS_IOC_FSGETXATTR", path);
+		fa.fsx_xflags |= FS_XFLAG_EXTSIZE;
+		fa.fsx_extsize = 128 << 10;
+		if (ioctl(fd, FS_IOC_FSSETXATTR, &fa))
+			die("extent size hint", path);
+	}
+	if (!strcmp(cas, "fallocate") || (!strcmp(cas, "pte") && !strcmp(loop_prep, "fallocate"))) {
 		if (fallocate(fd, 0, 0, size))
 			die("fallocate", path);
 	} else if (!strcmp(cas, "eof")) {
@@ -427,7 +443,7 @@ int main(int argc, char **argv)
 		return scan(argv[2]);
 	if (argc < 4 || set_kind(argv[3])) {
 		fprintf(stderr, "usage: crash write DIR sync|shared|msync CASE...\n"
-				"       crash loop DIR sync|shared|msync\n"
+				"       crash loop DIR sync|shared|msync [sparse|fallocate|extsize]\n"
 				"       crash check RECORDS\n"
 				"       crash poison DIR MIB\n"
 				"       crash scan DIR\n");
@@ -446,11 +462,19 @@ int main(int argc, char **argv)
 		size_t len, n = 131072, i;
 		char *map;
 
+		if (argc > 4)
+			loop_prep = argv[4];
+		if (strcmp(loop_prep, "sparse") && strcmp(loop_prep, "fallocate") &&
+		    strcmp(loop_prep, "extsize")) {
+			fprintf(stderr, "crash: loop: PREP %s: sparse, fallocate or extsize\n", loop_prep);
+			return 2;
+		}
 		snprintf(path, sizeof(path), "%s/loop-%s", argv[2], argv[3]);
-		/* 4 KiB faults: allocating and synchronous, one per 128 KiB with
-		 * the look-ahead of 0011/0012, one per record without it */
+		/* 4 KiB faults: allocating and synchronous, one per record in a
+		 * sparse file, one per range with the look-ahead of 0011 (a
+		 * fallocated file on ext4) or 0012 (an extent size hint on xfs) */
 		map = prepare(argv[2], path, "pte", n * PG, &len);
-		printf("WRITER-START %s\n", argv[3]);
+		printf("WRITER-START %s (%s)\n", argv[3], loop_prep);
 		fflush(stdout);
 		for (i = 0; i < n; i++)
 			put(path, map, i * PG + 64 * (i % 8));
