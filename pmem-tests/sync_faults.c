@@ -24,6 +24,7 @@ enum prep {
 	WRITTEN,	/* written with write() and fsynced */
 	UNWRITTEN,	/* fallocated (unwritten extents) and fsynced */
 	WRITTEN_TAIL,	/* written and fsynced, size 2 pages + 100 bytes */
+	SPARSE_TAIL,	/* ftruncate only, size 2 pages + 100 bytes */
 };
 
 FIXTURE(faults) {
@@ -66,6 +67,10 @@ FIXTURE_VARIANT_ADD(faults, fs##_written_read_sync) {				\
 FIXTURE_VARIANT_ADD(faults, fs##_eof_page_overwrite_sync) {			\
 	.mnt = M, .prep = WRITTEN_TAIL, .map_sync = true, .write = true,	\
 	.offset = 2 * PG + 10,							\
+};										\
+FIXTURE_VARIANT_ADD(faults, fs##_eof_page_hole_write_sync) {			\
+	.mnt = M, .prep = SPARSE_TAIL, .map_sync = true, .write = true,	\
+	.offset = 2 * PG + 10, .needdsync = 1, .mkwrite = 1,			\
 }
 
 CASES(ext4, MS_EXT4_DAX);
@@ -74,7 +79,8 @@ CASES(xfs, MS_XFS_DAX);
 FIXTURE_SETUP(faults)
 {
 	const char *dir = ms_mount_dir(variant->mnt);
-	off_t size = variant->prep == WRITTEN_TAIL ? 2 * PG + 100 : LEN;
+	off_t size = variant->prep == WRITTEN_TAIL || variant->prep == SPARSE_TAIL ?
+		     2 * PG + 100 : LEN;
 	static char buf[LEN];
 	struct stat st;
 	int flags;
@@ -86,6 +92,7 @@ FIXTURE_SETUP(faults)
 	ASSERT_LE(0, self->fd) TH_LOG("create in %s: %s", dir, strerror(errno));
 	switch (variant->prep) {
 	case SPARSE:
+	case SPARSE_TAIL:
 		ASSERT_EQ(0, ftruncate(self->fd, size));
 		break;
 	case UNWRITTEN:
