@@ -195,7 +195,7 @@ static char *prepare(const char *dir, const char *path, const char *cas, size_t 
 		die("ftruncate", path);
 	if (!strcmp(cas, "pmd"))	/* 2 MiB faults */
 		map = ms_map_placed(len, PROT_READ | PROT_WRITE, kind_flags, fd, MS_PLACE_PMD);
-	else if (!strcmp(cas, "pte"))	/* 4 KiB faults only (no madvise in our kernel) */
+	else if (!strcmp(cas, "pte"))	/* 4 KiB faults only: placed off a 2 MiB boundary */
 		map = ms_map_placed(len, PROT_READ | PROT_WRITE, kind_flags, fd, MS_PLACE_PTE);
 	else
 		map = mmap(NULL, len, PROT_READ | PROT_WRITE, kind_flags, fd, 0);
