@@ -388,12 +388,8 @@ FIXTURE_SETUP(layout)
 
 FIXTURE_TEARDOWN(layout)
 {
-	char path[4096];
-
 	if (self->fd >= 0)
 		close(self->fd);
-	snprintf(path, sizeof(path), "%s/filler", self->dir);
-	unlink(path);
 	knob_restore(&self->knob);
 }
 
