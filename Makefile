@@ -129,14 +129,14 @@ TEST_IMAGES  := $(foreach k,$(TEST_KERNELS),$(B)/kernel/$(k)$(DBG)/bzImage)
 BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/patched/bzImage
 
 test: deps $(TEST_IMAGES) rootfs
-	@pmem-tests/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS)
+	@qemu/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS)
 
 # run: the suite on both kernels, then the benchmark (BENCH=quick for the
 # short one), with everything in build/results/<time>/
 BENCH ?= full
 run: deps $(TEST_IMAGES) $(BENCH_KERNELS) rootfs
 	@d=$(B)/results/$$(date +%Y%m%d-%H%M%S); \
-	pmem-tests/suite --report $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS); rc=$$?; \
+	qemu/suite --report $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS); rc=$$?; \
 	bench/bench $(if $(filter quick,$(BENCH)),--quick) --out $$d/bench \
 		$(foreach k,$(BENCH_KERNELS),--kernel $(k)) $(RUNFLAGS) > $$d/bench.log 2>&1 || rc=1; \
 	echo; cat $$d/report.md; echo; \
@@ -155,7 +155,7 @@ bench-quick: deps $(BENCH_KERNELS) rootfs
 # test-crash: the power-failure tests alone, 20 random cycles per fs
 CRASH_CYCLES ?= 20
 test-crash: deps $(BZIMAGE) rootfs
-	@pmem-tests/crash --cycles $(CRASH_CYCLES) --kernel $(BZIMAGE) $(RUNFLAGS)
+	@qemu/crash --cycles $(CRASH_CYCLES) --kernel $(BZIMAGE) $(RUNFLAGS)
 
 # mutants: each kernel-patches/mutants/NAME.patch on top of the series, built
 # incrementally; the parts of the suite its Kills: header names must fail

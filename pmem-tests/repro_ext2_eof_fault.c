@@ -10,7 +10,7 @@
  *
  * The fault runs in a child; the test waits for it at most WAIT_S seconds
  * and says what it saw: success, a signal, or a task stuck in state D.  It
- * runs in a boot of its own (pmem-tests/suite), since on the stock kernel
+ * runs in a boot of its own (qemu/suite), since on the stock kernel
  * the WARN fails that boot and the stuck task stays until power-off.
  */
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * crash: the guest side of the power-failure tests (pmem-tests/crash).
+ * crash: the guest side of the power-failure tests (qemu/crash).
  *
  *   crash write DIR KIND CASE...   write records, print "REC path seq off" on
  *                                  stdout right after each one is persisted
