@@ -23,26 +23,11 @@
 #define PG 4096
 #define WAIT_S 10
 
-static char task_state(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return '?';
-	p = fgets(buf, sizeof(buf), f);
-	fclose(f);
-	p = p ? strrchr(buf, ')') : NULL;
-	return p && p[1] == ' ' ? p[2] : '?';
-}
-
 TEST(ext2_dax_eof_page_write_fault_map_shared_map_sync)
 {
 	const char *dir = ms_mount_dir(MS_EXT2_DAX);
 	static char data[PG + 100];
-	int fd, status, i;
+	int fd, status, st;
 	pid_t pid;
 
 	if (!dir)
@@ -64,14 +49,8 @@ TEST(ext2_dax_eof_page_write_fault_map_shared_map_sync)
 		p[PG + 10] = 'x';	/* write fault on the EOF page */
 		_exit(p[PG + 10] == 'x' ? 0 : 3);
 	}
-	for (i = 0; i < WAIT_S * 10; i++) {
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			break;
-		usleep(100000);
-	}
-	if (i == WAIT_S * 10) {
-		char st = task_state(pid);
-
+	st = ms_wait_child(pid, WAIT_S, &status);
+	if (st) {
 		kill(pid, SIGKILL);
 		ASSERT_TRUE(false)
 			TH_LOG("the faulting task did not finish in %d s; state %c%s", WAIT_S, st,

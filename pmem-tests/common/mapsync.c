@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "mapsync.h"
 
@@ -98,6 +99,28 @@ int ms_fiemap(int fd, struct fiemap_extent *ext, int n)
 	}
 	free(fm);
 	return got;
+}
+
+int ms_wait_child(pid_t pid, int secs, int *status)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	int i;
+
+	for (i = 0; i < secs * 10; i++) {
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return 0;
+		usleep(100000);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return '?';
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	/* "pid (comm) S ...": the state follows the last ')' */
+	p = p ? strrchr(buf, ')') : NULL;
+	return p && p[1] == ' ' && p[2] ? p[2] : '?';
 }
 
 static sigjmp_buf touch_jump;

@@ -49,6 +49,13 @@ struct fiemap_extent;
 /* The extents of fd (FIEMAP, synced first): how many, at most n, or -1. */
 int ms_fiemap(int fd, struct fiemap_extent *ext, int n);
 
+/*
+ * Wait at most secs seconds for child pid to end.  0: it ended (*status set,
+ * as by waitpid); otherwise the state letter of /proc/pid/stat ('D': stuck
+ * uninterruptibly, for instance deadlocked in a page fault; '?' unknown).
+ */
+int ms_wait_child(pid_t pid, int secs, int *status);
+
 /* Touch p (a write if write); returns the signal it raised (SIGBUS), 0 if none. */
 int ms_touch(volatile char *p, bool write);
 
