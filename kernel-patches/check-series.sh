@@ -10,20 +10,37 @@
 # ("does MAINTAINERS need updating?"), because the one new file,
 # tools/testing/selftests/mm/map_shared_validate.c, is under a directory the
 # MEMORY MANAGEMENT entry already lists.
+#
+#   check-series.sh                       checkpatch and build, kernel-patches/series
+#   check-series.sh --no-build [FILE...]  checkpatch only, of the series or of
+#                                         the patch files given (package-series.sh)
+#   MAPSYNC_CHECKPATCH_TREE=DIR           the tree whose scripts/checkpatch.pl runs
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-src=$here/../build/kernel/src-stock/linux-source-6.12
+src=${MAPSYNC_CHECKPATCH_TREE:-$here/../build/kernel/src-stock/linux-source-6.12}
 [ -f "$src/scripts/checkpatch.pl" ] || { echo "check-series: run 'make stock-kernel' first (it unpacks the pristine tree)" >&2; exit 1; }
-mapfile -t patches < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/series")
+build=1
+[ "${1:-}" = --no-build ] && { build=0; shift; }
+if [ $# -gt 0 ]; then
+	patches=()
+	for f; do
+		[ -f "$f" ] || { echo "check-series: no patch file $f" >&2; exit 1; }
+		patches+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
+	done
+	build=0
+else
+	mapfile -t patches < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e "s|^|$here/|" "$here/series")
+fi
 pass=0 fail=0
 for ((n = 1; n <= ${#patches[@]}; n++)); do
 	p=${patches[$((n - 1))]}
-	out=$(cd "$src" && perl scripts/checkpatch.pl --strict --no-tree -q --ignore UNKNOWN_COMMIT_ID,FILE_PATH_CHANGES "$here/$p" 2>&1)
+	out=$(cd "$src" && perl scripts/checkpatch.pl --strict --no-tree -q --ignore UNKNOWN_COMMIT_ID,FILE_PATH_CHANGES "$p" 2>&1)
 	if [ -z "$out" ]; then
-		echo "ok - checkpatch $p"; pass=$((pass + 1))
+		echo "ok - checkpatch ${p#"$here/"}"; pass=$((pass + 1))
 	else
-		echo "not ok - checkpatch $p"; echo "$out" | sed 's/^/#   /'; fail=$((fail + 1))
+		echo "not ok - checkpatch ${p#"$here/"}"; echo "$out" | sed 's/^/#   /'; fail=$((fail + 1))
 	fi
+	[ "$build" = 1 ] || continue
 	if MAPSYNC_SERIES_LIMIT=$n "$here/build-kernel.sh" patched > /tmp/check-series.$$ 2>&1; then
 		echo "ok - builds with patches 1-$n"; pass=$((pass + 1))
 	else
@@ -31,6 +48,8 @@ for ((n = 1; n <= ${#patches[@]}; n++)); do
 	fi
 done
 rm -f /tmp/check-series.$$
-"$here/build-kernel.sh" patched > /dev/null || { echo "check-series: rebuilding the full series failed" >&2; fail=$((fail + 1)); }
+if [ "$build" = 1 ]; then
+	"$here/build-kernel.sh" patched > /dev/null || { echo "check-series: rebuilding the full series failed" >&2; fail=$((fail + 1)); }
+fi
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]
