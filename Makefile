@@ -27,9 +27,9 @@ KDEPS    := kernel-patches/build-kernel.sh kernel-patches/mapsync.config \
 DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
             libpmem2-dev libpmem-dev pmdk-tools busybox-static cpio bc flex bison \
             libelf-dev libssl-dev gnuplot-nox build-essential xz-utils file fio \
-            util-linux perl python3 rsync kmod ccache
+            util-linux perl python3 rsync kmod ccache manpages-dev groff-base
 
-.PHONY: help deps kernel stock-kernel check-series rootfs tests run test test-crash mutants bench bench-quick shell clean
+.PHONY: help deps kernel stock-kernel check-series send-ready rootfs tests run test test-crash mutants bench bench-quick shell clean
 
 help:
 	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
@@ -47,6 +47,7 @@ help:
 	@echo "  make kernel        build the patched kernel  -> build/kernel/patched/bzImage"
 	@echo "  make stock-kernel  build the unpatched kernel -> build/kernel/stock/bzImage"
 	@echo "  make check-series  checkpatch --strict each patch; build after each one"
+	@echo "  make send-ready    the three series as mails in build/send/, checked (BUILD=1: + check-series)"
 	@echo "  make rootfs        build the guest initramfs -> $(INITRD)"
 	@echo "  make clean         remove build output (keeps build/pmem images and build/results)"
 	@echo
@@ -74,6 +75,10 @@ stock-kernel: deps $(B)/kernel/stock$(DBG)/bzImage
 # every patch checkpatch-clean, and the tree building after each one
 check-series: deps $(B)/kernel/stock/bzImage
 	@kernel-patches/check-series.sh
+
+# the three series (kernel-patches/covers/) as ready-to-send mails, checked
+send-ready: deps
+	@kernel-patches/package-series.sh $(if $(filter 1,$(BUILD)),--build)
 
 $(B)/kernel/patched/bzImage: $(KDEPS) kernel-patches/series $(PATCHES)
 	kernel-patches/build-kernel.sh patched default
