@@ -6,7 +6,9 @@
  * ext2 never opted into MAP_SYNC.  On 6.12 the mapping still gets VM_SYNC,
  * the fault wants a sync ext2 cannot do: WARN in dax_fault_iter(), SIGBUS,
  * then ext2_iomap_end() truncates under the invalidate lock the fault holds
- * and the task hangs in D state for good (patches 0001, 0005).
+ * and the task hangs in D state for good.  0001 (no VM_SYNC for ext2) or
+ * 0007 (no IOMAP_F_DIRTY on a fault) removes the synchronous fault; 0005
+ * the hang after any failed fault (repro_ext2_failed_fault shows that one).
  *
  * The fault runs in a child; the test waits for it at most WAIT_S seconds
  * and says what it saw: success, a signal, or a task stuck in state D.  It
