@@ -3,26 +3,26 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 KERNEL  ?= patched# patched | stock: the kernel `test`, `run` and `shell` boot
-KCONFIG ?= default# default | debug (lockdep, KFENCE, DEBUG_VM)
+KCONFIG ?= default# default | debug (lockdep, KFENCE, DEBUG_VM) | gdb (debug info, for --gdb)
 TARBALL ?= /usr/src/linux-source-6.12.tar.xz
 export MAPSYNC_TARBALL := $(TARBALL)
 
 ifeq ($(filter $(KERNEL),patched stock),)
 $(error KERNEL=$(KERNEL): use KERNEL=patched or KERNEL=stock)
 endif
-ifeq ($(filter $(KCONFIG),default debug),)
-$(error KCONFIG=$(KCONFIG): use KCONFIG=default or KCONFIG=debug)
+ifeq ($(filter $(KCONFIG),default debug gdb),)
+$(error KCONFIG=$(KCONFIG): use KCONFIG=default, debug or gdb)
 endif
 
 B        := build
-DBG       = $(if $(filter debug,$(KCONFIG)),-debug)
+DBG       = $(if $(filter-out default,$(KCONFIG)),-$(KCONFIG))
 KOBJ      = $(KERNEL)$(DBG)
 BZIMAGE   = $(B)/kernel/$(KOBJ)/bzImage
 INITRD   := $(B)/rootfs/initramfs.cpio.gz
 KSRC      = $(B)/kernel/src-$(KERNEL)/linux-source-6.12
 PATCHES  := $(shell sed -e 's/\#.*//' -e '/^[[:space:]]*$$/d' kernel-patches/series 2>/dev/null | sed 's|^|kernel-patches/|')
 KDEPS    := kernel-patches/build-kernel.sh kernel-patches/mapsync.config \
-            $(if $(filter debug,$(KCONFIG)),kernel-patches/debug.config) $(TARBALL)
+            $(if $(filter-out default,$(KCONFIG)),kernel-patches/$(KCONFIG).config) $(TARBALL)
 
 DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
             libpmem2-dev libpmem-dev pmdk-tools busybox-static cpio bc flex bison \
@@ -52,7 +52,7 @@ help:
 	@echo "  make clean         remove build output (keeps build/pmem images and build/results)"
 	@echo
 	@echo "  variables: KERNEL=patched|stock (the kernel run/shell boot; test: only that one)"
-	@echo "             KCONFIG=default|debug (debug: lockdep, KFENCE, DEBUG_VM)"
+	@echo "             KCONFIG=default|debug|gdb (debug: lockdep, KFENCE, DEBUG_VM; gdb: debug info for --gdb)"
 	@echo "             RUNFLAGS='...' (extra qemu/mapsync-run options, e.g. --accel tcg)"
 
 # --- packages: only what is missing, apt-get update once first
@@ -84,6 +84,10 @@ $(B)/kernel/patched/bzImage: $(KDEPS) kernel-patches/series $(PATCHES)
 	kernel-patches/build-kernel.sh patched default
 $(B)/kernel/patched-debug/bzImage: $(KDEPS) kernel-patches/series $(PATCHES)
 	kernel-patches/build-kernel.sh patched debug
+$(B)/kernel/patched-gdb/bzImage: $(KDEPS) kernel-patches/series $(PATCHES)
+	kernel-patches/build-kernel.sh patched gdb
+$(B)/kernel/stock-gdb/bzImage: $(KDEPS)
+	kernel-patches/build-kernel.sh stock gdb
 $(B)/kernel/stock/bzImage: $(KDEPS)
 	kernel-patches/build-kernel.sh stock default
 $(B)/kernel/stock-debug/bzImage: $(KDEPS)
