@@ -4,12 +4,15 @@
 # one (the kernel is built with the first 1, 2, ... N patches, incrementally:
 # only what a patch touches is rebuilt).  Ends with the full series built.
 #
-# checkpatch ignores two message types, both checked by hand instead
+# checkpatch ignores three message types, both checked by hand instead
 # (docs/patches.md): UNKNOWN_COMMIT_ID, because the Debian tarball has no git
 # history in which to look up the IDs of Fixes: tags; FILE_PATH_CHANGES
 # ("does MAINTAINERS need updating?"), because the one new file,
 # tools/testing/selftests/mm/map_shared_validate.c, is under a directory the
-# MEMORY MANAGEMENT entry already lists.
+# MEMORY MANAGEMENT entry already lists; and MISSING_FIXES_TAG (Cc: stable
+# without Fixes:), checked here instead: such a Cc must name the releases it
+# is for ("Cc: stable@vger.kernel.org # 6.12"), as 0005's does, because the
+# commit that introduced its bug could not be looked up offline.
 #
 #   check-series.sh                       checkpatch and build, kernel-patches/series
 #   check-series.sh --no-build [FILE...]  checkpatch only, of the series or of
@@ -34,7 +37,11 @@ fi
 pass=0 fail=0
 for ((n = 1; n <= ${#patches[@]}; n++)); do
 	p=${patches[$((n - 1))]}
-	out=$(cd "$src" && perl scripts/checkpatch.pl --strict --no-tree -q --ignore UNKNOWN_COMMIT_ID,FILE_PATH_CHANGES "$p" 2>&1)
+	out=$(cd "$src" && perl scripts/checkpatch.pl --strict --no-tree -q --ignore UNKNOWN_COMMIT_ID,FILE_PATH_CHANGES,MISSING_FIXES_TAG "$p" 2>&1)
+	if grep -q '^Cc: stable@' "$p" && ! grep -q '^Fixes: ' "$p" &&
+	   ! grep -qE '^Cc: stable@vger\.kernel\.org # [0-9]' "$p"; then
+		out+="${out:+$'\n'}Cc: stable without Fixes: and without the releases it is for (# 6.12)"
+	fi
 	if [ -z "$out" ]; then
 		echo "ok - checkpatch ${p#"$here/"}"; pass=$((pass + 1))
 	else

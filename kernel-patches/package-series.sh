@@ -17,7 +17,7 @@
 #
 # Then it checks what it wrote:
 #  - checkpatch --strict on every patch (check-series.sh --no-build, which
-#    ignores the two message types docs/patches.md explains);
+#    ignores the three message types docs/patches.md explains);
 #  - each series applies, in order and with no fuzz (git apply), on Debian's
 #    6.12 tree plus the series its cover names as Base;
 #  - the mmap(2) patch of kernel-patches/man-pages/ applies to Debian's
