@@ -88,28 +88,6 @@ TEST_F(mapped, punched_hole_reads_zeros_then_faults_synchronously)
 		TH_LOG("the write into the punched hole must be a synchronous fault");
 }
 
-/* whether the mapping at addr has VM_SYNC ("sf" in the VmFlags of /proc/self/smaps) */
-static int vm_sync_of(void *addr)
-{
-	char line[512], want[64];
-	int in = 0, sf = -1;
-	FILE *f = fopen("/proc/self/smaps", "r");
-
-	if (!f)
-		return -1;
-	snprintf(want, sizeof(want), "%lx-", (unsigned long)addr);
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, want, strlen(want)))
-			in = 1;
-		else if (in && !strncmp(line, "VmFlags:", 8)) {
-			sf = strstr(line, " sf") != NULL;
-			break;
-		}
-	}
-	fclose(f);
-	return sf;
-}
-
 TEST_F(mapped, fork_shares_the_map_sync_mapping)
 {
 	int status, sync_faults;
@@ -117,13 +95,13 @@ TEST_F(mapped, fork_shares_the_map_sync_mapping)
 
 	/* page 2 becomes a hole, untouched by the parent: the child's store allocates */
 	ASSERT_EQ(0, fallocate(self->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 * PG, PG));
-	ASSERT_EQ(1, vm_sync_of(self->map)) TH_LOG("the parent's MAP_SYNC mapping has no VM_SYNC");
+	ASSERT_EQ(1, ms_vm_sync(self->map)) TH_LOG("the parent's MAP_SYNC mapping has no VM_SYNC");
 	ASSERT_EQ(0, ms_trace_start());
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
 		/* exit 2: the inherited mapping lost VM_SYNC */
-		if (vm_sync_of(self->map) != 1)
+		if (ms_vm_sync(self->map) != 1)
 			_exit(2);
 		self->map[2 * PG + 7] = 'c';
 		_exit(0);

@@ -239,8 +239,10 @@ static int write_str(const char *path, const char *val)
 	return n == (ssize_t)strlen(val) ? 0 : -1;
 }
 
+/* SYSTEM/EVENT: the fs_dax fault events, and the fsync entries of ext4 and xfs */
 static const char *const fault_events[] = {
-	"dax_pte_fault_done", "dax_pmd_fault_done", "dax_insert_pfn_mkwrite",
+	"fs_dax/dax_pte_fault_done", "fs_dax/dax_pmd_fault_done", "fs_dax/dax_insert_pfn_mkwrite",
+	"ext4/ext4_sync_file_enter", "xfs/xfs_file_fsync",
 };
 
 int ms_trace_start(void)
@@ -251,16 +253,17 @@ int ms_trace_start(void)
 	if (write_str(TRACEFS "/tracing_on", "0") || write_str(TRACEFS "/trace", ""))
 		return -1;
 	for (i = 0; i < sizeof(fault_events) / sizeof(fault_events[0]); i++) {
-		snprintf(path, sizeof(path), TRACEFS "/events/fs_dax/%s/enable", fault_events[i]);
+		snprintf(path, sizeof(path), TRACEFS "/events/%s/enable", fault_events[i]);
 		if (write_str(path, "1"))
 			return -1;
 	}
 	return write_str(TRACEFS "/tracing_on", "1");
 }
 
-int ms_trace_count(const char *event, unsigned long ino, const char *word)
+/* lines of event that contain inos (" ino N ", as the event prints it) and word */
+static int trace_count(const char *event, const char *inos, const char *word)
 {
-	char line[1024], evt[128], inos[64];
+	char line[1024], evt[128];
 	FILE *f;
 	int n = 0;
 
@@ -270,12 +273,59 @@ int ms_trace_count(const char *event, unsigned long ino, const char *word)
 	if (!f)
 		return -1;
 	snprintf(evt, sizeof(evt), " %s: ", event);
-	snprintf(inos, sizeof(inos), " ino %#lx ", ino);
 	while (fgets(line, sizeof(line), f))
 		if (strstr(line, evt) && strstr(line, inos) && (!word || strstr(line, word)))
 			n++;
 	fclose(f);
 	return n;
+}
+
+int ms_trace_count(const char *event, unsigned long ino, const char *word)
+{
+	char inos[64];
+
+	snprintf(inos, sizeof(inos), " ino %#lx ", ino);
+	return trace_count(event, inos, word);
+}
+
+int ms_sync_count(unsigned long ino, struct ms_sync_count *c)
+{
+	char dec[64];
+	int x;
+
+	/* counting stops tracing; the buffer can be read again */
+	c->faults = ms_trace_count("dax_pte_fault_done", ino, NULL);
+	c->needdsync = ms_trace_count("dax_pte_fault_done", ino, "NEEDDSYNC");
+	c->mkwrite = ms_trace_count("dax_insert_pfn_mkwrite", ino, NULL);
+	/* ext4 prints the inode number in decimal, xfs in hex */
+	snprintf(dec, sizeof(dec), " ino %lu ", ino);
+	c->fsyncs = trace_count("ext4_sync_file_enter", dec, NULL);
+	x = ms_trace_count("xfs_file_fsync", ino, NULL);
+	if (c->fsyncs >= 0 && x >= 0)
+		c->fsyncs += x;
+	return c->faults < 0 || c->needdsync < 0 || c->mkwrite < 0 || c->fsyncs < 0 || x < 0 ? -1 : 0;
+}
+
+int ms_vm_sync(const void *addr)
+{
+	unsigned long a = (unsigned long)addr, start, end;
+	char line[512];
+	int in = 0, sf = -1;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		/* a mapping's first line is "start-end perms ..."; no field line parses so */
+		if (sscanf(line, "%lx-%lx ", &start, &end) == 2)
+			in = start <= a && a < end;
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			sf = strstr(line, " sf") != NULL;
+			break;
+		}
+	}
+	fclose(f);
+	return sf;
 }
 
 int ms_set_extsize(int fd, unsigned int bytes)

@@ -70,10 +70,30 @@ void *ms_map_placed(size_t len, int prot, int flags, int fd, enum ms_place place
 
 /*
  * fs_dax trace events (tracefs): ms_trace_start() clears the buffer and
- * enables the fault events; ms_trace_count() stops tracing and counts the
+ * enables the fault events (and the fsync entries of ext4 and xfs); ms_trace_count() stops tracing and counts the
  * lines of event `event` for inode `ino` that contain `word` (NULL: all).
  * Both return -1 when tracefs or the events are missing.
  */
 int ms_trace_start(void);
 int ms_trace_count(const char *event, unsigned long ino, const char *word);
+
+/*
+ * The PTE faults of inode ino since ms_trace_start(), as sync_faults counts
+ * them: dax_pte_fault_done lines (faults), those of them that report
+ * NEEDDSYNC (the fault must sync metadata: dax_finish_sync_fault), and
+ * dax_insert_pfn_mkwrite (the PTE made writable after that sync); and the
+ * fsync calls of the inode (ext4_sync_file_enter, xfs_file_fsync), the
+ * sync itself (vfs_fsync_range() from dax_finish_sync_fault).  Stops
+ * tracing; 0, or -1 when tracefs or the events are missing.
+ */
+struct ms_sync_count {
+	int faults, needdsync, mkwrite, fsyncs;
+};
+int ms_sync_count(unsigned long ino, struct ms_sync_count *c);
+
+/*
+ * Whether the mapping holding addr has VM_SYNC ("sf" in the VmFlags of
+ * /proc/self/smaps): 1 or 0; -1 when no mapping holds addr.
+ */
+int ms_vm_sync(const void *addr);
 #endif
