@@ -27,7 +27,8 @@ KDEPS    := kernel-patches/build-kernel.sh kernel-patches/mapsync.config \
 DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
             libpmem2-dev libpmem-dev pmdk-tools busybox-static cpio bc flex bison \
             libelf-dev libssl-dev gnuplot-nox build-essential xz-utils file fio \
-            util-linux perl python3 rsync kmod ccache manpages-dev groff-base
+            util-linux perl python3 rsync kmod ccache manpages-dev groff-base \
+            gcc-multilib libc6-dev-i386
 
 .PHONY: help deps kernel stock-kernel check-series send-ready rootfs tests run test test-crash mutants bench bench-quick shell clean
 

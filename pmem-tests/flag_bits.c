@@ -22,6 +22,39 @@
  * The model does not order errors: mmap(2) does not say which error wins
  * when two apply, so a call two rules refuse may fail with either error
  * (the "order" cases pin the orders we rely on).
+ *
+ * The same source builds two programs (pmem-tests/Makefile): flag_bits, for
+ * x86-64, and flag_bits_32, a static i386 program (-m32), whose calls take
+ * the kernel's compat entry points (CONFIG_IA32_EMULATION).  Line numbers
+ * below are those of Debian's linux-source-6.12 as shipped (the stock
+ * tree; the series moves the mm/mmap.c ones by a few lines, the arch/ ones
+ * not at all).  The paths into do_mmap() (mm/mmap.c:284), which does the
+ * flag checks the model is about:
+ *  - x86-64 mmap(2), nr 9: SYSCALL_DEFINE6(mmap) in
+ *    arch/x86/kernel/sys_x86_64.c:79 -> ksys_mmap_pgoff() mm/mmap.c:514 ->
+ *    vm_mmap_pgoff() mm/util.c:575 -> do_mmap().
+ *  - i386 mmap2, nr 192 (arch/x86/entry/syscalls/syscall_32.tbl:207, what
+ *    glibc's i386 mmap() calls): ia32_sys_call() arch/x86/entry/
+ *    syscall_32.c:38 -> __ia32_sys_mmap_pgoff, whose stub widens each
+ *    32-bit register to the argument's type with a zero extension
+ *    (__SC_COMPAT_CAST, arch/x86/include/asm/syscall_wrapper.h:76) ->
+ *    SYSCALL_DEFINE6(mmap_pgoff) mm/mmap.c:559 -> ksys_mmap_pgoff() ->
+ *    vm_mmap_pgoff() -> do_mmap().  The offset is in pages.
+ *  - i386 old mmap, nr 90 (syscall_32.tbl:105, __NR_mmap on i386): the six
+ *    arguments in a struct in user memory; on a 64-bit kernel
+ *    compat_sys_ia32_mmap() arch/x86/kernel/sys_ia32.c:223 (struct
+ *    mmap_arg_struct32, :214, six u32) -> ksys_mmap_pgoff() -> do_mmap()
+ *    (on a 32-bit kernel sys_old_mmap(), mm/mmap.c:576).
+ * What differs for flag_bits_32: the flags word is 32 bits wide (the
+ * kernel sees bits 32-63 as zero), so the cases for bits 32-63 are not
+ * built; the hints of MAP_FIXED and MAP_FIXED_NOREPLACE come from the
+ * program's own 4 GiB address space (a free 2 MiB-aligned range, as on
+ * x86-64); offsets are 0 and files 2 MiB, so no size or offset comes near
+ * 32 bits; the MAP_HUGE_* size field (bits 26-31) fits as it is.
+ * MAP_32BIT and MAP_ABOVE4G are ignored for a 32-bit call
+ * (in_32bit_syscall(), arch/x86/kernel/sys_x86_64.c:179 and :196): still
+ * known flags, still no error, the model is the same.  flag_bits_32 also
+ * runs every bit alone through the old mmap entry (bits.*.old_mmap_*).
  */
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -219,11 +252,33 @@ static int open_backing(enum backing b, const char **why)
 	return fd;
 }
 
+/* Bits in the flags word: 64 on x86-64, 32 for flag_bits_32 (i386). */
+#define WORD_BITS ((int)(8 * sizeof(unsigned long)))
+
+/* The system call a mapping is asked for with (see the top of the file). */
+enum entry {
+	VIA_MMAP,	/* x86-64: mmap (9); i386: mmap2 (192) */
+	VIA_OLD_MMAP,	/* i386 only: the old mmap (90), arguments in memory */
+};
+
+#ifdef __i386__
+static const char *const entry_name[] = { " through mmap2", " through old mmap" };
+
+/* struct mmap_arg_struct32, arch/x86/kernel/sys_ia32.c:214: six 32-bit words */
+struct old_mmap_args {
+	unsigned long addr, len, prot, flags, fd, offset;
+};
+_Static_assert(sizeof(struct old_mmap_args) == 24, "six 32-bit words");
+#else
+static const char *const entry_name[] = { "", "" };
+#endif
+
 /*
- * mmap() through syscall(), so that all 64 bits of flags reach the kernel
- * as given; returns the errno, 0 on success (and unmaps).
+ * mmap() through syscall(), so that every bit of flags reaches the kernel
+ * as given (glibc's mmap() takes an int), by the entry point asked for;
+ * returns the errno, 0 on success (and unmaps).
  */
-static int try_map(int fd, unsigned long flags)
+static int try_map(int fd, unsigned long flags, enum entry via)
 {
 	unsigned long hint = 0;
 	long p;
@@ -237,16 +292,31 @@ static int try_map(int fd, unsigned long flags)
 		hint = ((unsigned long)r + LEN - 1) & ~(LEN - 1);
 		munmap(r, 2 * LEN);
 	}
+#ifdef __i386__
+	if (via == VIA_OLD_MMAP) {
+		struct old_mmap_args a = {
+			.addr = hint, .len = LEN, .prot = PROT_READ | PROT_WRITE,
+			.flags = flags, .fd = fd < 0 ? -1 : fd, .offset = 0,
+		};
+
+		p = syscall(SYS_mmap, &a);	/* 90: compat_sys_ia32_mmap() */
+	} else {
+		/* 192, as glibc's mmap(); the last argument is in pages */
+		p = syscall(SYS_mmap2, hint, LEN, PROT_READ | PROT_WRITE, flags,
+			    fd < 0 ? -1 : fd, 0);
+	}
+#else
 	p = syscall(SYS_mmap, hint, LEN, PROT_READ | PROT_WRITE, flags, fd < 0 ? -1 : fd, 0);
+#endif
 	err = p == -1 ? errno : 0;
 	if (!err)
 		munmap((void *)p, LEN);
 	return err;
 }
 
-/* Try flags on backing b; on a mismatch log it and return 1. */
-static int check_one(struct __test_metadata *_metadata, int fd, enum backing b,
-		     unsigned long flags, int *not_modelled)
+/* Try flags on backing b through entry via; on a mismatch log it and return 1. */
+static int check_via(struct __test_metadata *_metadata, int fd, enum backing b,
+		     unsigned long flags, enum entry via, int *not_modelled)
 {
 	unsigned int want;
 	int got;
@@ -258,12 +328,18 @@ static int check_one(struct __test_metadata *_metadata, int fd, enum backing b,
 		(*not_modelled)++;
 		return 0;
 	}
-	got = try_map(fd, flags);
+	got = try_map(fd, flags, via);
 	if (outcome_allowed(want, got))
 		return 0;
-	TH_LOG("%s, flags %#lx: model says %s, kernel says %s",
-	       backing_name[b], flags, outcome_name(want), err_name(got));
+	TH_LOG("%s, flags %#lx%s: model says %s, kernel says %s",
+	       backing_name[b], flags, entry_name[via], outcome_name(want), err_name(got));
 	return 1;
+}
+
+static int check_one(struct __test_metadata *_metadata, int fd, enum backing b,
+		     unsigned long flags, int *not_modelled)
+{
+	return check_via(_metadata, fd, b, flags, VIA_MMAP, not_modelled);
 }
 
 #define SETUP_BACKING(b) do {							\
@@ -322,10 +398,10 @@ FIXTURE_TEARDOWN(bits)
 }
 
 static void bit_case(struct __test_metadata *_metadata, int fd, enum backing b,
-		     unsigned long flags)
+		     unsigned long flags, enum entry via)
 {
 	int not_modelled = 0;
-	int bad = check_one(_metadata, fd, b, flags, &not_modelled);
+	int bad = check_via(_metadata, fd, b, flags, via, &not_modelled);
 
 	if (not_modelled)
 		SKIP(return, "flags %#lx: MAP_HUGETLB with huge pages configured is not modelled",
@@ -337,15 +413,35 @@ static void bit_case(struct __test_metadata *_metadata, int fd, enum backing b,
 TEST_F(bits, validate_matches_model)
 {
 	bit_case(_metadata, self->fd, variant->backing,
-		 MAP_SHARED_VALIDATE | (1UL << variant->bit));
+		 MAP_SHARED_VALIDATE | (1UL << variant->bit), VIA_MMAP);
 }
 
 /* MAP_SHARED | bit, the bit dropped if it is one of the type field (0-3). */
 TEST_F(bits, shared_matches_model)
 {
 	bit_case(_metadata, self->fd, variant->backing,
-		 MAP_SHARED | ((1UL << variant->bit) & ~TYPE_MASK));
+		 MAP_SHARED | ((1UL << variant->bit) & ~TYPE_MASK), VIA_MMAP);
 }
+
+#ifdef __i386__
+/*
+ * flag_bits_32 only: the same two calls through the old i386 mmap (nr 90,
+ * compat_sys_ia32_mmap(), arch/x86/kernel/sys_ia32.c:223), another entry
+ * into ksys_mmap_pgoff(): MAP_SHARED_VALIDATE|MAP_SYNC is bit 19, the
+ * unknown flags are bits 9, 10, 21-25 and 31.  x86-64 has no such entry.
+ */
+TEST_F(bits, old_mmap_validate_matches_model)
+{
+	bit_case(_metadata, self->fd, variant->backing,
+		 MAP_SHARED_VALIDATE | (1UL << variant->bit), VIA_OLD_MMAP);
+}
+
+TEST_F(bits, old_mmap_shared_matches_model)
+{
+	bit_case(_metadata, self->fd, variant->backing,
+		 MAP_SHARED | ((1UL << variant->bit) & ~TYPE_MASK), VIA_OLD_MMAP);
+}
+#endif
 
 /*
  * ---- every pair of bits 0-31 (496) under MAP_SHARED_VALIDATE and under
@@ -475,7 +571,14 @@ FIXTURE_TEARDOWN(word)
 		close(self->fd);
 }
 
-/* Bits 32-63 are flags no one defined: refused by validation, ignored by MAP_SHARED. */
+#ifndef __i386__
+/*
+ * Bits 32-63 are flags no one defined: refused by validation, ignored by
+ * MAP_SHARED.  Not built for flag_bits_32: an i386 program's flags word is
+ * 32 bits, and the compat entries zero-extend it (__SC_COMPAT_CAST;
+ * struct mmap_arg_struct32 holds a u32), so no i386 call can set these bits
+ * and there is nothing to try (a skip would fail the run).
+ */
 TEST_F(word, high_bits_match_model)
 {
 	int k, bad = 0, not_modelled = 0;
@@ -489,20 +592,25 @@ TEST_F(word, high_bits_match_model)
 	EXPECT_EQ(0, bad) TH_LOG("%s: %d of 64 calls differ from the model",
 				 backing_name[variant->backing], bad);
 }
+#endif
 
-/* MAP_DROPPABLE alone and with each bit 4-63 (the type field is 0-3). */
+/*
+ * MAP_DROPPABLE alone and with each bit 4-63 (the type field is 0-3); bits
+ * 4-31 in flag_bits_32.  The kernel is 64-bit, so VM_DROPPABLE exists for
+ * an i386 caller too.
+ */
 TEST_F(word, droppable_matches_model)
 {
 	int k, bad = 0, not_modelled = 0;
 
 	bad += check_one(_metadata, self->fd, variant->backing, MAP_DROPPABLE, &not_modelled);
-	for (k = 4; k < 64; k++)
+	for (k = 4; k < WORD_BITS; k++)
 		bad += check_one(_metadata, self->fd, variant->backing,
 				 MAP_DROPPABLE | (1UL << k), &not_modelled);
 	if (not_modelled)
 		TH_LOG("%d calls not tried: MAP_HUGETLB with huge pages configured", not_modelled);
-	EXPECT_EQ(0, bad) TH_LOG("%s: %d of 61 calls differ from the model",
-				 backing_name[variant->backing], bad);
+	EXPECT_EQ(0, bad) TH_LOG("%s: %d of %d calls differ from the model",
+				 backing_name[variant->backing], bad, WORD_BITS - 3);
 }
 
 /*
@@ -585,6 +693,7 @@ FIXTURE_TEARDOWN(order)
 	close(self->fd);
 }
 
+/* glibc's mmap(): syscall 9 on x86-64, mmap2 (192) in flag_bits_32 */
 TEST_F(order, error_that_wins)
 {
 	void *p = mmap(NULL, variant->len, variant->prot, variant->flags, self->fd, 0);
