@@ -34,6 +34,10 @@
  *   files     one record in each of many small new files
  *   eof       one record in the EOF page of each of many written, synced
  *             files of 2 pages + 100 bytes (an overwrite: needs no sync)
+ *   reflink   (xfs -m reflink=1) one record per page of a clone (FICLONE)
+ *             of a file whose pages hold records of their own: every store
+ *             a copy-on-write fault; the source's records are acknowledged
+ *             too (synced before the clone is made), to show it unchanged
  * Every file of a case is created and sized, then fsynced (with its
  * directory), before the first record of the case is written: after that
  * nothing but the records' own writes (and what KIND does) touches the
@@ -206,6 +210,69 @@ static char *prepare(const char *dir, const char *path, const char *cas, size_t 
 	return map;
 }
 
+/*
+ * reflink: DIR/reflink-src, NREC+1 pages of 's' with a record in each of
+ * the first NREC pages (at the offsets the other cases use), written and
+ * synced; DIR/reflink-KIND a clone of it (FICLONE), synced with the
+ * directory; the source's records acknowledged (they are durable); then
+ * through a KIND mapping of the clone a new record (a new seq) at each of
+ * those offsets: a copy-on-write store into a shared block, which xfs
+ * writes into a new block and then remaps into the clone
+ * (xfs_reflink_end_cow(), a transaction) when the fault ends.
+ *
+ * After the cut, the clone holds its own records only if the remaps
+ * reached the log on the NVDIMM; otherwise its pages are the shared
+ * blocks again and read the source's records ("contents differ").  With
+ * MAP_SYNC the fault syncs them (dax_finish_sync_fault() -> fsync -> log
+ * force) before the store can happen.  On a kernel whose MAP_SYNC does
+ * nothing (mutant dax-sync-fault-noop: dax_finish_sync_fault() returns
+ * without the fsync) no record of the sync unit is durable: nothing else
+ * forces this file system's log between the clone's fsync and the cut
+ * (the log worker is stopped, crash-guest), the data reached the new
+ * blocks but the remaps stayed in the CIL in DRAM, and the clone reads the
+ * source's records after recovery: every clone record is lost, as the
+ * control's (MAP_SHARED, no msync) are on every kernel.  The source's
+ * records must be found on every kernel: a CoW store must never reach the
+ * shared block.
+ */
+static void reflink_case(const char *dir, const char *kind)
+{
+	static char buf[(NREC + 1) * PG];
+	char src[PATH_MAX], path[PATH_MAX];
+	uint64_t first = seq + 1;
+	size_t len = sizeof(buf), i;
+	int sfd, cfd;
+	char *map;
+
+	snprintf(src, sizeof(src), "%s/reflink-src", dir);
+	snprintf(path, sizeof(path), "%s/reflink-%s", dir, kind);
+	memset(buf, 's', len);
+	for (i = 0; i < NREC; i++)
+		rec_make((struct rec *)(buf + i * PG + 64 * (i % 8)), ++seq, i * PG + 64 * (i % 8));
+	sfd = open(src, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (sfd < 0)
+		die("create", src);
+	if (pwrite(sfd, buf, len, 0) != (ssize_t)len || fsync(sfd))
+		die("write", src);
+	cfd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (cfd < 0)
+		die("create", path);
+	if (ioctl(cfd, FICLONE, sfd))
+		die("FICLONE", path);
+	if (fsync(cfd) || fsync(sfd) || sync_dir(dir))
+		die("fsync", path);
+	for (i = 0; i < NREC; i++)
+		ack(src, first + i, i * PG + 64 * (i % 8));
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE, kind_flags, cfd, 0);
+	if (map == MAP_FAILED)
+		die("mmap", path);
+	close(cfd);
+	close(sfd);
+	for (i = 0; i < NREC; i++)
+		put(path, map, i * PG + 64 * (i % 8));
+	munmap(map, len);
+}
+
 static void write_case(const char *dir, const char *cas, const char *kind)
 {
 	char path[PATH_MAX];
@@ -229,6 +296,10 @@ static void write_case(const char *dir, const char *cas, const char *kind)
 		}
 		for (i = 0; i < n; i++)
 			munmap(maps[i], len);
+		return;
+	}
+	if (!strcmp(cas, "reflink")) {
+		reflink_case(dir, kind);
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/%s-%s", dir, cas, kind);
