@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * overlay_sync: MAP_SYNC through overlayfs (issue #15).
+ *
+ * A mapping of an overlay file is a mapping of its real file: ovl_mmap()
+ * hands the VMA to backing_file_mmap(), which makes the real (upper or
+ * lower) file the VMA's file and calls its ->mmap().  What MAP_SYNC gives
+ * must follow the real file:
+ *
+ *   dax_upper      lower, upper and work dirs on one DAX mount (ext4 or
+ *                  xfs -o dax=always): the real file can have synchronous
+ *                  faults, so MAP_SHARED|MAP_SYNC (legacy) and
+ *                  MAP_SHARED_VALIDATE|MAP_SYNC both give VM_SYNC, and a
+ *                  store into a hole is one synchronous fault of the REAL
+ *                  inode (counted from the kernel as sync_fault_lifecycle
+ *                  does: 1 NEEDDSYNC, 1 dax_insert_pfn_mkwrite, 1 fsync of
+ *                  the inode; the inode number is the upper file's, read
+ *                  with stat() in the upper dir), also after a copy-up.
+ *   no_sync_upper  lower on the DAX mount, upper and work dirs where the
+ *                  real file cannot have synchronous faults: the non-DAX
+ *                  mount of the same fs, or ext2 -o dax (DAX, but ext2 has
+ *                  no FOP_MMAP_SYNC).  MAP_SHARED_VALIDATE|MAP_SYNC is
+ *                  refused with EOPNOTSUPP; legacy MAP_SHARED|MAP_SYNC maps
+ *                  without VM_SYNC (mmap(2): MAP_SHARED ignores MAP_SYNC).
+ *
+ * The fixture makes <mount>/overlay_sync/{lower,upper,work,merged} (upper
+ * and work on the upper mount), puts a file in the lower dir, mounts the
+ * overlay with mount(2) on merged and unmounts it in the teardown.
+ *
+ * Stock 6.12: overlayfs has no FOP_MMAP_SYNC, so MAP_SHARED_VALIDATE|MAP_SYNC
+ * of any overlay file is EOPNOTSUPP; the dax_upper cases that need it skip
+ * there (with MAPSYNC_KERNEL=stock, and only on exactly that error).
+ * Legacy MAP_SHARED|MAP_SYNC gets VM_SYNC from the raw flags on stock, and
+ * backing_file_mmap() passes it to the real file.  No case write-faults
+ * through a VM_SYNC mapping of an ext2 file (a stock hang).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "kselftest_harness.h"
+#include "mapsync.h"
+
+#define PG 4096UL
+#define NPG 4
+#define LEN (NPG * PG)		/* the file made through the overlay */
+/*
+ * The lower-only file: copy-up copies 1 MiB chunks (holes inside a chunk
+ * become written zeros) and skips a hole only from a chunk boundary on, so
+ * a hole survives copy-up only past 1 MiB: page 0 written, the rest holes.
+ */
+#define LOWER_LEN ((1UL << 20) + NPG * PG)
+#define LOWER_HOLE ((1UL << 20) + PG)	/* a hole in the upper file after copy-up */
+#define MSV_SYNC (MAP_SHARED_VALIDATE | MAP_SYNC)
+#define LEGACY_SYNC (MAP_SHARED | MAP_SYNC)
+
+static bool stock_kernel(void)
+{
+	const char *k = getenv("MAPSYNC_KERNEL");
+
+	return k && !strcmp(k, "stock");
+}
+
+/* the overlay of one test: paths, the file opened through it, its mapping */
+struct ovl {
+	char base_lower[1024], base_upper[1024];	/* <mount>/overlay_sync */
+	char lower[1100], upper[1100], work[1100], merged[1100];
+	bool mounted;
+	int fd;		/* through the overlay */
+	char *map;
+	size_t maplen;
+};
+
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	return remove(path) && errno != ENOENT ? -1 : 0;
+}
+
+static int rm_rf(const char *dir)
+{
+	if (access(dir, F_OK))
+		return 0;
+	return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* the kernel log since fd was opened at its end: the overlayfs lines, logged */
+static void log_kmsg(struct __test_metadata *_metadata, int fd)
+{
+	char rec[1024], *msg;
+	ssize_t n;
+
+	if (fd < 0)
+		return;
+	while ((n = read(fd, rec, sizeof(rec) - 1)) > 0) {
+		rec[n] = '\0';
+		msg = strchr(rec, ';');
+		msg = msg ? msg + 1 : rec;
+		if (strstr(msg, "overlay"))
+			TH_LOG("mount: the kernel said: %.*s", (int)strcspn(msg, "\n"), msg);
+	}
+	close(fd);
+}
+
+/* the real file's statx of dir/name: DAX attribute, inode, blocks */
+static int real_statx(const char *dir, const char *name, struct statx *stx)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW,
+		     STATX_INO | STATX_BLOCKS | STATX_SIZE | STATX_MTIME, stx);
+}
+
+static bool is_dax(const struct statx *stx)
+{
+	return stx->stx_attributes & STATX_ATTR_DAX;
+}
+
+/* whether [off, off + PG) of fd is a hole (SEEK_DATA finds no data there) */
+static bool page_is_hole(int fd, off_t off)
+{
+	off_t d = lseek(fd, off, SEEK_DATA);
+
+	return (d < 0 && errno == ENXIO) || d >= off + (off_t)PG;
+}
+
+/*
+ * Make <lower_mnt>/overlay_sync/{lower,merged}, <upper_mnt>/overlay_sync/
+ * {upper,work}, the lower-only file "lower_only" (LOWER_LEN, page 0 'l'),
+ * and mount the overlay; then create "f" through it (LEN, page 0 'w', pages
+ * 1-3 holes), which lands in the upper dir.
+ */
+static void ovl_setup(struct __test_metadata *_metadata, struct ovl *o,
+		      enum ms_mount lower_mnt, enum ms_mount upper_mnt, bool upper_dax)
+{
+	const char *ld = ms_mount_dir(lower_mnt), *ud = ms_mount_dir(upper_mnt);
+	char opts[4 * PATH_MAX], buf[PG];
+	struct statx stx;
+	int fd, kmsg;
+
+	o->fd = -1;
+	o->map = MAP_FAILED;
+	o->mounted = false;
+	/* a missing mount is a missing device: fail, do not skip */
+	ASSERT_NE(NULL, ld) TH_LOG("%s is not set: run under pmem-tests/run", ms_mount_env(lower_mnt));
+	ASSERT_NE(NULL, ud) TH_LOG("%s is not set: run under pmem-tests/run", ms_mount_env(upper_mnt));
+	snprintf(o->base_lower, sizeof(o->base_lower), "%s/overlay_sync", ld);
+	snprintf(o->base_upper, sizeof(o->base_upper), "%s/overlay_sync", ud);
+	snprintf(o->lower, sizeof(o->lower), "%s/lower", o->base_lower);
+	snprintf(o->merged, sizeof(o->merged), "%s/merged", o->base_lower);
+	snprintf(o->upper, sizeof(o->upper), "%s/upper", o->base_upper);
+	snprintf(o->work, sizeof(o->work), "%s/work", o->base_upper);
+
+	/* what an earlier test that died may have left */
+	umount2(o->merged, MNT_DETACH);
+	ASSERT_EQ(0, rm_rf(o->base_lower)) TH_LOG("rm -rf %s: %s", o->base_lower, strerror(errno));
+	ASSERT_EQ(0, rm_rf(o->base_upper)) TH_LOG("rm -rf %s: %s", o->base_upper, strerror(errno));
+	ASSERT_EQ(0, mkdir(o->base_lower, 0755)) TH_LOG("mkdir %s: %s", o->base_lower, strerror(errno));
+	if (strcmp(o->base_lower, o->base_upper)) {
+		ASSERT_EQ(0, mkdir(o->base_upper, 0755)) TH_LOG("mkdir %s: %s", o->base_upper, strerror(errno));
+	}
+	ASSERT_EQ(0, mkdir(o->lower, 0755));
+	ASSERT_EQ(0, mkdir(o->upper, 0755));
+	ASSERT_EQ(0, mkdir(o->work, 0755));
+	ASSERT_EQ(0, mkdir(o->merged, 0755));
+
+	fd = ms_create_file(o->lower, "lower_only", LOWER_LEN);
+	ASSERT_LE(0, fd) TH_LOG("create in %s: %s", o->lower, strerror(errno));
+	memset(buf, 'l', sizeof(buf));
+	ASSERT_EQ((ssize_t)PG, pwrite(fd, buf, PG, 0));
+	ASSERT_EQ(0, fsync(fd));
+	close(fd);
+
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", o->lower, o->upper, o->work);
+	kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+	if (kmsg >= 0)
+		lseek(kmsg, 0, SEEK_END);
+	if (mount("overlay", o->merged, "overlay", 0, opts)) {
+		TH_LOG("mount -t overlay -o %s %s: %s", opts, o->merged, strerror(errno));
+		log_kmsg(_metadata, kmsg);
+		ASSERT_TRUE(false);
+	}
+	o->mounted = true;
+	log_kmsg(_metadata, kmsg);
+
+	o->fd = ms_create_file(o->merged, "f", LEN);
+	ASSERT_LE(0, o->fd) TH_LOG("create through the overlay in %s: %s", o->merged, strerror(errno));
+	memset(buf, 'w', sizeof(buf));
+	ASSERT_EQ((ssize_t)PG, pwrite(o->fd, buf, PG, 0));
+	ASSERT_EQ(0, fsync(o->fd));
+
+	/* the real file: in the upper dir, on the file system the variant names */
+	ASSERT_EQ(0, real_statx(o->upper, "f", &stx))
+		TH_LOG("%s/f: %s (the file made through the overlay is not in the upper dir)",
+		       o->upper, strerror(errno));
+	ASSERT_EQ(upper_dax, is_dax(&stx))
+		TH_LOG("the real file %s/f is %sDAX, expected %sDAX", o->upper,
+		       is_dax(&stx) ? "" : "not ", upper_dax ? "" : "not ");
+}
+
+static void ovl_teardown(struct __test_metadata *_metadata, struct ovl *o)
+{
+	if (o->map != MAP_FAILED)
+		munmap(o->map, o->maplen);
+	if (o->fd >= 0)
+		close(o->fd);
+	if (o->mounted)
+		EXPECT_EQ(0, umount(o->merged)) TH_LOG("umount %s: %s", o->merged, strerror(errno));
+}
+
+/* The overlay file fd mapped read-write with flags, placed for 4 KiB faults. */
+static char *ovl_map(struct ovl *o, int fd, size_t len, int flags)
+{
+	o->map = ms_map_placed(len, PROT_READ | PROT_WRITE, flags, fd, MS_PLACE_PTE);
+	o->maplen = len;
+	return o->map;
+}
+
+/*
+ * Count the faults of the real inode ino since ms_trace_start() (stops
+ * tracing): a store into a hole must be exactly one synchronous fault, one
+ * NEEDDSYNC, one mkwrite, one fsync of the inode.  Logs what it saw.
+ */
+static void expect_one_sync_fault(struct __test_metadata *_metadata, unsigned long ino,
+				  const char *what)
+{
+	struct ms_sync_count c;
+
+	ASSERT_EQ(0, ms_sync_count(ino, &c)) TH_LOG("tracefs or the fs_dax events are missing");
+	TH_LOG("%s: real inode %lu: %d faults, %d NEEDDSYNC, %d mkwrite, %d fsync",
+	       what, ino, c.faults, c.needdsync, c.mkwrite, c.fsyncs);
+	ASSERT_LE(1, c.faults) TH_LOG("%s: no dax_pte_fault_done event for the real inode %lu", what, ino);
+	EXPECT_EQ(1, c.needdsync)
+		TH_LOG("%s: expected 1 synchronous fault (NEEDDSYNC), saw %d (of %d faults)",
+		       what, c.needdsync, c.faults);
+	EXPECT_EQ(1, c.mkwrite)
+		TH_LOG("%s: expected 1 dax_insert_pfn_mkwrite, saw %d (of %d faults)",
+		       what, c.mkwrite, c.faults);
+	EXPECT_EQ(1, c.fsyncs)
+		TH_LOG("%s: expected 1 fsync of the real inode (the fault's metadata sync), saw %d",
+		       what, c.fsyncs);
+}
+
+/* the page at off of fd (pread) holds byte c at offset 0 and byte rest after it */
+static void expect_page_at(struct __test_metadata *_metadata, int fd, off_t off, char c,
+			   char rest, const char *what)
+{
+	static char p[PG];
+	size_t i;
+
+	ASSERT_EQ((ssize_t)PG, pread(fd, p, PG, off)) TH_LOG("%s: pread: %s", what, strerror(errno));
+	EXPECT_EQ(c, p[0]) TH_LOG("%s: byte 0 is %#x, expected %#x", what, p[0], c);
+	for (i = 1; i < PG && p[i] == rest; i++)
+		;
+	EXPECT_EQ(PG, i) TH_LOG("%s: byte %zu is %#x, expected %#x", what, i, p[i], rest);
+}
+
+/*
+ * MAP_SHARED_VALIDATE|MAP_SYNC of an overlay file failed: on stock, with
+ * EOPNOTSUPP only, that is the missing feature (skip); anything else fails.
+ */
+#define SKIP_IF_STOCK_REFUSES(what)						\
+	do {									\
+		int e_ = errno;							\
+		if (stock_kernel() && e_ == EOPNOTSUPP)				\
+			SKIP(return, "%s: MAP_SHARED_VALIDATE|MAP_SYNC of an "	\
+			     "overlayfs file (FOP_MMAP_SYNC on overlayfs) is "	\
+			     "not in the stock kernel (EOPNOTSUPP)", what);	\
+		ASSERT_TRUE(false) TH_LOG("%s: MAP_SHARED_VALIDATE|MAP_SYNC mmap of "	\
+					  "an overlay file whose real file is DAX: %s",	\
+					  what, strerror(e_));			\
+	} while (0)
+
+FIXTURE(dax_upper) {
+	struct ovl o;
+	unsigned long ino;	/* the real (upper) inode of "f" */
+};
+
+FIXTURE_VARIANT(dax_upper) {
+	enum ms_mount mnt;
+};
+
+FIXTURE_VARIANT_ADD(dax_upper, ext4) { .mnt = MS_EXT4_DAX };
+FIXTURE_VARIANT_ADD(dax_upper, xfs) { .mnt = MS_XFS_DAX };
+
+FIXTURE_SETUP(dax_upper)
+{
+	struct statx stx;
+
+	ovl_setup(_metadata, &self->o, variant->mnt, variant->mnt, true);
+	ASSERT_EQ(0, real_statx(self->o.upper, "f", &stx));
+	self->ino = stx.stx_ino;
+	ASSERT_EQ(8ULL, (unsigned long long)stx.stx_blocks)
+		TH_LOG("expected page 0 allocated and pages 1-3 holes, the real file has %llu 512-byte blocks",
+		       (unsigned long long)stx.stx_blocks);
+}
+
+FIXTURE_TEARDOWN(dax_upper)
+{
+	ovl_teardown(_metadata, &self->o);
+}
+
+/*
+ * (a) Legacy MAP_SHARED|MAP_SYNC: synchronous faults on a DAX real file,
+ * as on stock (0001 first took them away: overlay files have no
+ * FOP_MMAP_SYNC and the overlay inode is not DAX).
+ */
+TEST_F(dax_upper, legacy_map_sync_hole_write_is_synchronous)
+{
+	char *map = ovl_map(&self->o, self->o.fd, LEN, LEGACY_SYNC);
+	int sf;
+
+	ASSERT_NE(MAP_FAILED, map) TH_LOG("MAP_SHARED|MAP_SYNC mmap of the overlay file: %s", strerror(errno));
+	sf = ms_vm_sync(map);
+	TH_LOG("MAP_SHARED|MAP_SYNC through the overlay: mapped, VM_SYNC (sf) %d", sf);
+	EXPECT_EQ(1, sf) TH_LOG("MAP_SHARED|MAP_SYNC of an overlay file whose real file is DAX has no VM_SYNC (\"sf\" in smaps): its faults are not synchronous");
+	ASSERT_TRUE(page_is_hole(self->o.fd, PG)) TH_LOG("page 1 is no hole: the store would prove nothing");
+
+	ASSERT_EQ(0, ms_trace_start());
+	map[PG] = 'x';
+	expect_one_sync_fault(_metadata, self->ino, "MAP_SHARED|MAP_SYNC store into hole page 1");
+	expect_page_at(_metadata, self->o.fd, PG, 'x', 0, "page 1 through the overlay (pread)");
+}
+
+/*
+ * (b) MAP_SHARED_VALIDATE|MAP_SYNC: accepted, VM_SYNC, the store into a
+ * hole is one synchronous fault of the real inode, and the data is in the
+ * overlay file and in the upper file.
+ */
+TEST_F(dax_upper, validate_map_sync_hole_write_is_synchronous_and_reads_back)
+{
+	char *map = ovl_map(&self->o, self->o.fd, LEN, MSV_SYNC);
+	char path[PATH_MAX];
+	int sf, ufd;
+
+	if (map == MAP_FAILED)
+		SKIP_IF_STOCK_REFUSES("the file made through the overlay");
+	sf = ms_vm_sync(map);
+	TH_LOG("MAP_SHARED_VALIDATE|MAP_SYNC through the overlay: mapped, VM_SYNC (sf) %d", sf);
+	EXPECT_EQ(1, sf) TH_LOG("no VM_SYNC (\"sf\" in smaps) on a MAP_SHARED_VALIDATE|MAP_SYNC mapping");
+	ASSERT_TRUE(page_is_hole(self->o.fd, 2 * PG)) TH_LOG("page 2 is no hole: the store would prove nothing");
+
+	ASSERT_EQ(0, ms_trace_start());
+	map[2 * PG] = 'x';
+	expect_one_sync_fault(_metadata, self->ino, "MAP_SHARED_VALIDATE|MAP_SYNC store into hole page 2");
+	expect_page_at(_metadata, self->o.fd, 2 * PG, 'x', 0, "page 2 through the overlay (pread)");
+	snprintf(path, sizeof(path), "%s/f", self->o.upper);
+	ufd = open(path, O_RDONLY);
+	ASSERT_LE(0, ufd) TH_LOG("open %s: %s", path, strerror(errno));
+	expect_page_at(_metadata, ufd, 2 * PG, 'x', 0, "page 2 of the upper file (pread)");
+	close(ufd);
+}
+
+/*
+ * (c) A file only in the lower dir, opened O_RDWR through the overlay
+ * (copy-up), then MAP_SHARED_VALIDATE|MAP_SYNC: the store into a hole is
+ * a synchronous fault of the new upper inode, and the lower file is
+ * unchanged.
+ */
+TEST_F(dax_upper, copy_up_then_validate_map_sync_hole_write_is_synchronous_lower_unchanged)
+{
+	struct statx before, after, up;
+	char path[PATH_MAX], *map;
+	int fd, lfd, sf;
+
+	ASSERT_EQ(0, real_statx(self->o.lower, "lower_only", &before));
+	ASSERT_NE(0, real_statx(self->o.upper, "lower_only", &up)) TH_LOG("the file is in the upper dir before copy-up");
+
+	snprintf(path, sizeof(path), "%s/lower_only", self->o.merged);
+	fd = open(path, O_RDWR);
+	ASSERT_LE(0, fd) TH_LOG("open %s O_RDWR (copy-up): %s", path, strerror(errno));
+	close(self->o.fd);
+	self->o.fd = fd;	/* closed by the teardown */
+	ASSERT_EQ(0, real_statx(self->o.upper, "lower_only", &up))
+		TH_LOG("no copy-up: %s/lower_only: %s", self->o.upper, strerror(errno));
+	ASSERT_TRUE(is_dax(&up)) TH_LOG("the copied-up file is not DAX");
+	ASSERT_NE(before.stx_ino, up.stx_ino);
+	ASSERT_TRUE(page_is_hole(fd, LOWER_HOLE))
+		TH_LOG("offset %lu of the copied-up file is no hole (copy-up filled it): the store would prove nothing",
+		       LOWER_HOLE);
+
+	map = ovl_map(&self->o, fd, LOWER_LEN, MSV_SYNC);
+	if (map == MAP_FAILED)
+		SKIP_IF_STOCK_REFUSES("the file after copy-up");
+	sf = ms_vm_sync(map);
+	TH_LOG("after copy-up (upper inode %llu, lower %llu): MAP_SHARED_VALIDATE|MAP_SYNC mapped, VM_SYNC (sf) %d",
+	       (unsigned long long)up.stx_ino, (unsigned long long)before.stx_ino, sf);
+	EXPECT_EQ(1, sf) TH_LOG("no VM_SYNC (\"sf\" in smaps) on a MAP_SHARED_VALIDATE|MAP_SYNC mapping");
+	EXPECT_EQ('l', map[0]) TH_LOG("page 0 through the mapping is not the lower file's data");
+
+	ASSERT_EQ(0, ms_trace_start());
+	map[LOWER_HOLE] = 'x';
+	expect_one_sync_fault(_metadata, up.stx_ino, "store into a hole of the copied-up file");
+	expect_page_at(_metadata, fd, LOWER_HOLE, 'x', 0, "the page stored into, through the overlay (pread)");
+
+	/* the lower file: same inode, size, blocks, mtime and data */
+	ASSERT_EQ(0, real_statx(self->o.lower, "lower_only", &after));
+	EXPECT_EQ(before.stx_ino, after.stx_ino);
+	EXPECT_EQ(before.stx_size, after.stx_size) TH_LOG("the lower file's size changed");
+	EXPECT_EQ(before.stx_blocks, after.stx_blocks)
+		TH_LOG("the lower file's blocks: %llu before, %llu after", (unsigned long long)before.stx_blocks,
+		       (unsigned long long)after.stx_blocks);
+	EXPECT_TRUE(before.stx_mtime.tv_sec == after.stx_mtime.tv_sec &&
+		    before.stx_mtime.tv_nsec == after.stx_mtime.tv_nsec) TH_LOG("the lower file's mtime changed");
+	snprintf(path, sizeof(path), "%s/lower_only", self->o.lower);
+	lfd = open(path, O_RDONLY);
+	ASSERT_LE(0, lfd) TH_LOG("open %s: %s", path, strerror(errno));
+	expect_page_at(_metadata, lfd, 0, 'l', 'l', "page 0 of the lower file");
+	expect_page_at(_metadata, lfd, LOWER_HOLE, 0, 0, "the page stored into, in the lower file");
+	EXPECT_TRUE(page_is_hole(lfd, LOWER_HOLE)) TH_LOG("the lower file has a block where the store went");
+	close(lfd);
+}
+
+FIXTURE(no_sync_upper) {
+	struct ovl o;
+};
+
+FIXTURE_VARIANT(no_sync_upper) {
+	enum ms_mount lower, upper;
+	bool upper_dax;
+};
+
+/* (d1, e1) upper and work dirs on the non-DAX mount of the same fs */
+FIXTURE_VARIANT_ADD(no_sync_upper, ext4_nodax) { .lower = MS_EXT4_DAX, .upper = MS_EXT4_NODAX };
+FIXTURE_VARIANT_ADD(no_sync_upper, xfs_nodax) { .lower = MS_XFS_DAX, .upper = MS_XFS_NODAX };
+/* (d2, e2) upper and work dirs on ext2 -o dax: DAX, but no FOP_MMAP_SYNC */
+FIXTURE_VARIANT_ADD(no_sync_upper, ext4_lower_ext2_dax) {
+	.lower = MS_EXT4_DAX, .upper = MS_EXT2_DAX, .upper_dax = true };
+FIXTURE_VARIANT_ADD(no_sync_upper, xfs_lower_ext2_dax) {
+	.lower = MS_XFS_DAX, .upper = MS_EXT2_DAX, .upper_dax = true };
+
+FIXTURE_SETUP(no_sync_upper)
+{
+	ovl_setup(_metadata, &self->o, variant->lower, variant->upper, variant->upper_dax);
+}
+
+FIXTURE_TEARDOWN(no_sync_upper)
+{
+	ovl_teardown(_metadata, &self->o);
+}
+
+/* (d) the real file cannot have synchronous faults: EOPNOTSUPP, both kernels */
+TEST_F(no_sync_upper, validate_map_sync_is_refused_eopnotsupp)
+{
+	char *map = ovl_map(&self->o, self->o.fd, LEN, MSV_SYNC);
+	int e = errno;
+
+	if (map == MAP_FAILED)
+		TH_LOG("MAP_SHARED_VALIDATE|MAP_SYNC through the overlay: %s", strerror(e));
+	else
+		TH_LOG("MAP_SHARED_VALIDATE|MAP_SYNC through the overlay: mapped, VM_SYNC (sf) %d",
+		       ms_vm_sync(map));
+	/* never touched: a VM_SYNC mapping of an ext2 file can hang stock */
+	ASSERT_EQ(MAP_FAILED, map) TH_LOG("a MAP_SYNC mapping of a file that cannot have synchronous faults was made");
+	EXPECT_EQ(EOPNOTSUPP, e) TH_LOG("refused with %s, expected EOPNOTSUPP", strerror(e));
+}
+
+/*
+ * (e) Legacy MAP_SHARED|MAP_SYNC of the same file: mapped without VM_SYNC
+ * (MAP_SHARED ignores MAP_SYNC), a working shared mapping.
+ */
+TEST_F(no_sync_upper, legacy_map_sync_maps_without_vm_sync)
+{
+	char *map = ovl_map(&self->o, self->o.fd, LEN, LEGACY_SYNC);
+	int sf;
+
+	ASSERT_NE(MAP_FAILED, map) TH_LOG("MAP_SHARED|MAP_SYNC through the overlay: %s", strerror(errno));
+	sf = ms_vm_sync(map);
+	TH_LOG("MAP_SHARED|MAP_SYNC through the overlay: mapped, VM_SYNC (sf) %d", sf);
+	/* stop before any store: no write fault through a VM_SYNC ext2 mapping */
+	ASSERT_EQ(0, sf) TH_LOG("VM_SYNC (\"sf\" in smaps) on a mapping whose real file cannot have synchronous faults");
+	EXPECT_EQ('w', map[0]);
+	map[0] = 'y';	/* page 0: written before, inside EOF */
+	ASSERT_EQ(0, msync(map, LEN, MS_SYNC)) TH_LOG("msync: %s", strerror(errno));
+	expect_page_at(_metadata, self->o.fd, 0, 'y', 'w', "page 0 through the overlay (pread) after the store");
+}
+
+TEST_HARNESS_MAIN
