@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include "kselftest_harness.h"
 #include "mapsync.h"
+#include "ms_expect.h"
 
 #define PG 4096UL
 #define NPG 4
@@ -127,22 +128,6 @@ static int page_shared(int fd, int pg)
 	    f.fe[0].fe_logical > pg * PG)
 		return -1;
 	return !!(f.fe[0].fe_flags & FIEMAP_EXTENT_SHARED);
-}
-
-/* exactly one synchronous fault of inode ino since ms_trace_start() */
-static void expect_one_sync_fault(struct __test_metadata *_metadata, unsigned long ino, const char *what)
-{
-	struct ms_sync_count c;
-
-	ASSERT_EQ(0, ms_sync_count(ino, &c)) TH_LOG("tracefs or the fs_dax events are missing");
-	ASSERT_LE(1, c.faults) TH_LOG("%s: no dax_pte_fault_done event for inode %#lx", what, ino);
-	EXPECT_EQ(1, c.needdsync)
-		TH_LOG("%s: expected 1 synchronous fault (NEEDDSYNC), saw %d (of %d faults): the CoW remap was not synced",
-		       what, c.needdsync, c.faults);
-	EXPECT_EQ(1, c.mkwrite)
-		TH_LOG("%s: expected 1 dax_insert_pfn_mkwrite, saw %d (of %d faults)", what, c.mkwrite, c.faults);
-	EXPECT_EQ(1, c.fsyncs)
-		TH_LOG("%s: expected 1 fsync of the inode (the fault's metadata sync), saw %d", what, c.fsyncs);
 }
 
 /* len bytes at p are all c; else log the first that is not */

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include "kselftest_harness.h"
 #include "mapsync.h"
+#include "ms_expect.h"
 
 #define PG 4096UL
 #define NPG 4
@@ -71,29 +72,6 @@ FIXTURE_TEARDOWN(life)
 		munmap(self->map, LEN);
 	if (self->fd >= 0)
 		close(self->fd);
-}
-
-/*
- * Count the faults of ino since ms_trace_start() (stops tracing) and check
- * that exactly one of them synced: one NEEDDSYNC, one mkwrite.  what: the
- * access, for the message.
- */
-static void expect_one_sync_fault(struct __test_metadata *_metadata, unsigned long ino,
-				  const char *what)
-{
-	struct ms_sync_count c;
-
-	ASSERT_EQ(0, ms_sync_count(ino, &c)) TH_LOG("tracefs or the fs_dax events are missing");
-	ASSERT_LE(1, c.faults) TH_LOG("%s: no dax_pte_fault_done event for inode %#lx", what, ino);
-	EXPECT_EQ(1, c.needdsync)
-		TH_LOG("%s: expected 1 synchronous fault (NEEDDSYNC), saw %d (of %d faults)",
-		       what, c.needdsync, c.faults);
-	EXPECT_EQ(1, c.mkwrite)
-		TH_LOG("%s: expected 1 dax_insert_pfn_mkwrite, saw %d (of %d faults)",
-		       what, c.mkwrite, c.faults);
-	EXPECT_EQ(1, c.fsyncs)
-		TH_LOG("%s: expected 1 fsync of the inode (the fault's metadata sync), saw %d",
-		       what, c.fsyncs);
 }
 
 /* the page at p holds byte c at offset 0 and zeros after it */

@@ -45,6 +45,7 @@
 #include <unistd.h>
 #include "kselftest_harness.h"
 #include "mapsync.h"
+#include "ms_expect.h"
 
 #define PG 4096UL
 #define NPG 4
@@ -209,8 +210,15 @@ static void ovl_teardown(struct __test_metadata *_metadata, struct ovl *o)
 		munmap(o->map, o->maplen);
 	if (o->fd >= 0)
 		close(o->fd);
-	if (o->mounted)
-		EXPECT_EQ(0, umount(o->merged)) TH_LOG("umount %s: %s", o->merged, strerror(errno));
+	/*
+	 * errno taken first, and TH_LOG only on a failure: after a failed
+	 * ASSERT in the test the harness would print a TH_LOG here anyway
+	 */
+	if (o->mounted && umount(o->merged)) {
+		int e = errno;
+
+		EXPECT_EQ(0, e) TH_LOG("umount %s: %s", o->merged, strerror(e));
+	}
 }
 
 /* The overlay file fd mapped read-write with flags, placed for 4 KiB faults. */
@@ -219,31 +227,6 @@ static char *ovl_map(struct ovl *o, int fd, size_t len, int flags)
 	o->map = ms_map_placed(len, PROT_READ | PROT_WRITE, flags, fd, MS_PLACE_PTE);
 	o->maplen = len;
 	return o->map;
-}
-
-/*
- * Count the faults of the real inode ino since ms_trace_start() (stops
- * tracing): a store into a hole must be exactly one synchronous fault, one
- * NEEDDSYNC, one mkwrite, one fsync of the inode.  Logs what it saw.
- */
-static void expect_one_sync_fault(struct __test_metadata *_metadata, unsigned long ino,
-				  const char *what)
-{
-	struct ms_sync_count c;
-
-	ASSERT_EQ(0, ms_sync_count(ino, &c)) TH_LOG("tracefs or the fs_dax events are missing");
-	TH_LOG("%s: real inode %lu: %d faults, %d NEEDDSYNC, %d mkwrite, %d fsync",
-	       what, ino, c.faults, c.needdsync, c.mkwrite, c.fsyncs);
-	ASSERT_LE(1, c.faults) TH_LOG("%s: no dax_pte_fault_done event for the real inode %lu", what, ino);
-	EXPECT_EQ(1, c.needdsync)
-		TH_LOG("%s: expected 1 synchronous fault (NEEDDSYNC), saw %d (of %d faults)",
-		       what, c.needdsync, c.faults);
-	EXPECT_EQ(1, c.mkwrite)
-		TH_LOG("%s: expected 1 dax_insert_pfn_mkwrite, saw %d (of %d faults)",
-		       what, c.mkwrite, c.faults);
-	EXPECT_EQ(1, c.fsyncs)
-		TH_LOG("%s: expected 1 fsync of the real inode (the fault's metadata sync), saw %d",
-		       what, c.fsyncs);
 }
 
 /* the page at off of fd (pread) holds byte c at offset 0 and byte rest after it */
