@@ -22,6 +22,16 @@
  *                  no FOP_MMAP_SYNC).  MAP_SHARED_VALIDATE|MAP_SYNC is
  *                  refused with EOPNOTSUPP; legacy MAP_SHARED|MAP_SYNC maps
  *                  without VM_SYNC (mmap(2): MAP_SHARED ignores MAP_SYNC).
+ *                  The lower file, DAX, read through a read-only fd (no
+ *                  copy-up): MAP_SHARED_VALIDATE|MAP_SYNC maps it.
+ *   nosync_lower   the other way round: the lower dir where a file cannot
+ *                  have synchronous faults (non-DAX ext4/xfs, ext2 -o dax),
+ *                  upper and work dirs on ext4/xfs DAX (image layers on
+ *                  disk, the writable layer on pmem).  A read-only fd opened
+ *                  before another open copied the file up keeps mapping
+ *                  the lower file: legacy MAP_SHARED|MAP_SYNC of it maps
+ *                  (VM_SYNC must not be decided on the upper copy), and
+ *                  MAP_SHARED_VALIDATE|MAP_SYNC of it is refused.
  *
  * The fixture makes <mount>/overlay_sync/{lower,upper,work,merged} (upper
  * and work on the upper mount), puts a file in the lower dir, mounts the
@@ -461,6 +471,146 @@ TEST_F(no_sync_upper, legacy_map_sync_maps_without_vm_sync)
 	map[0] = 'y';	/* page 0: written before, inside EOF */
 	ASSERT_EQ(0, msync(map, LEN, MS_SYNC)) TH_LOG("msync: %s", strerror(errno));
 	expect_page_at(_metadata, self->o.fd, 0, 'y', 'w', "page 0 through the overlay (pread) after the store");
+}
+
+/*
+ * (f) The lower-only file through a read-only fd: no copy-up, the real file
+ * is the lower one, DAX here: MAP_SHARED_VALIDATE|MAP_SYNC maps it with
+ * VM_SYNC, as it maps the lower file itself.  Never written (read-only).
+ */
+TEST_F(no_sync_upper, lower_only_readonly_validate_map_sync_follows_lower)
+{
+	char path[PATH_MAX], *map;
+	struct statx stx;
+	int ro, e;
+
+	snprintf(path, sizeof(path), "%s/lower_only", self->o.merged);
+	ro = open(path, O_RDONLY);
+	ASSERT_LE(0, ro) TH_LOG("open %s: %s", path, strerror(errno));
+	map = ms_map_placed(LOWER_LEN, PROT_READ, MSV_SYNC, ro, MS_PLACE_PTE);
+	e = errno;
+	if (map == MAP_FAILED) {
+		close(ro);
+		errno = e;
+		SKIP_IF_STOCK_REFUSES("the lower-only file, read-only");
+	}
+	TH_LOG("MAP_SHARED_VALIDATE|MAP_SYNC of the lower file: VM_SYNC (sf) %d", ms_vm_sync(map));
+	EXPECT_EQ(1, ms_vm_sync(map)) TH_LOG("a MAP_SYNC mapping of a DAX lower file without VM_SYNC");
+	EXPECT_EQ('l', map[0]);
+	EXPECT_NE(0, real_statx(self->o.upper, "lower_only", &stx))
+		TH_LOG("a read-only open and a read-only mapping copied the file up");
+	munmap(map, LOWER_LEN);
+	close(ro);
+}
+
+FIXTURE(nosync_lower) {
+	struct ovl o;
+};
+
+FIXTURE_VARIANT(nosync_lower) {
+	enum ms_mount lower, upper;
+};
+
+FIXTURE_VARIANT_ADD(nosync_lower, ext4_nodax_lower) { .lower = MS_EXT4_NODAX, .upper = MS_EXT4_DAX };
+FIXTURE_VARIANT_ADD(nosync_lower, xfs_nodax_lower) { .lower = MS_XFS_NODAX, .upper = MS_XFS_DAX };
+FIXTURE_VARIANT_ADD(nosync_lower, ext2_dax_lower) { .lower = MS_EXT2_DAX, .upper = MS_EXT4_DAX };
+
+FIXTURE_SETUP(nosync_lower)
+{
+	ovl_setup(_metadata, &self->o, variant->lower, variant->upper, true);
+}
+
+FIXTURE_TEARDOWN(nosync_lower)
+{
+	ovl_teardown(_metadata, &self->o);
+}
+
+/*
+ * The lower-only file opened read-only, then read-write by a second open,
+ * which copies it up to the DAX upper dir.  The read-only fd still maps the
+ * lower file (ovl_mmap() maps the real file chosen at open).  Returns the
+ * read-only fd; *rw the read-write one.
+ */
+static int open_ro_then_copy_up(struct __test_metadata *_metadata, struct ovl *o, int *rw)
+{
+	char path[PATH_MAX];
+	struct statx stx;
+	int ro;
+
+	snprintf(path, sizeof(path), "%s/lower_only", o->merged);
+	ro = open(path, O_RDONLY);
+	if (ro < 0) {
+		TH_LOG("open %s read-only: %s", path, strerror(errno));
+		return -1;
+	}
+	if (!real_statx(o->upper, "lower_only", &stx))
+		TH_LOG("lower_only is in the upper dir before any write open");
+	*rw = open(path, O_RDWR);
+	if (*rw < 0) {
+		TH_LOG("open %s read-write (copy-up): %s", path, strerror(errno));
+		close(ro);
+		return -1;
+	}
+	if (real_statx(o->upper, "lower_only", &stx) || !is_dax(&stx)) {
+		TH_LOG("no DAX copy of lower_only in %s after the read-write open", o->upper);
+		close(*rw);
+		close(ro);
+		return -1;
+	}
+	return ro;
+}
+
+/*
+ * (g) Legacy MAP_SHARED|MAP_SYNC of the read-only fd: maps (MAP_SHARED
+ * ignores MAP_SYNC where the file cannot honour it), reads the lower data.
+ * A VM_SYNC decided on the upper copy would make the lower file's ->mmap()
+ * (or backing_file_mmap()) refuse it.  Stock: maps over ext2 (VM_SYNC,
+ * ignored by ext2), refused over non-DAX ext4/xfs (0001's bug).
+ */
+TEST_F(nosync_lower, readonly_fd_from_before_copy_up_legacy_map_sync_maps)
+{
+	int rw, ro = open_ro_then_copy_up(_metadata, &self->o, &rw);
+	char *map;
+
+	ASSERT_LE(0, ro);
+	map = ms_map_placed(LOWER_LEN, PROT_READ, LEGACY_SYNC, ro, MS_PLACE_PTE);
+	if (map == MAP_FAILED) {
+		TH_LOG("MAP_SHARED|MAP_SYNC of the read-only fd opened before the copy-up: %s",
+		       strerror(errno));
+		close(rw);
+		close(ro);
+		ASSERT_TRUE(false);
+	}
+	TH_LOG("MAP_SHARED|MAP_SYNC of the read-only fd: mapped, VM_SYNC (sf) %d", ms_vm_sync(map));
+	EXPECT_EQ('l', map[0]);
+	munmap(map, LOWER_LEN);
+	close(rw);
+	close(ro);
+}
+
+/*
+ * (h) MAP_SHARED_VALIDATE|MAP_SYNC of the same read-only fd: the lower file
+ * cannot have synchronous faults, so EOPNOTSUPP (stock: overlayfs has no
+ * FOP_MMAP_SYNC, the same error).  A mapping made is never touched.
+ */
+TEST_F(nosync_lower, readonly_fd_from_before_copy_up_validate_map_sync_refused)
+{
+	int rw, ro = open_ro_then_copy_up(_metadata, &self->o, &rw);
+	char *map;
+	int e;
+
+	ASSERT_LE(0, ro);
+	map = ms_map_placed(LOWER_LEN, PROT_READ, MSV_SYNC, ro, MS_PLACE_PTE);
+	e = errno;
+	if (map != MAP_FAILED) {
+		TH_LOG("MAP_SHARED_VALIDATE|MAP_SYNC of the lower file: mapped, VM_SYNC (sf) %d",
+		       ms_vm_sync(map));
+		munmap(map, LOWER_LEN);
+	}
+	close(rw);
+	close(ro);
+	ASSERT_EQ(MAP_FAILED, map) TH_LOG("a MAP_SYNC mapping of a lower file that cannot honour it was made");
+	EXPECT_EQ(EOPNOTSUPP, e) TH_LOG("refused with %s, expected EOPNOTSUPP", strerror(e));
 }
 
 TEST_HARNESS_MAIN

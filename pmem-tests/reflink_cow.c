@@ -22,20 +22,17 @@
  * mapped, so that no metadata of the clone is pending when the CoW fault
  * comes: what the fault must sync is its own CoW remap.
  *
- * Each case makes one store: the first CoW fault after that setup, which
- * is synchronous on 6.12, patched and stock.  A second one is not always:
- * xfs decides IOMAP_F_DIRTY in xfs_direct_write_iomap_begin() from whether
- * the inode is pinned with non-timestamp changes (xfs_bmbt_to_iomap());
- * the CoW allocation logs nothing in the inode (the CoW fork is in memory
- * only) and the remap is logged only in xfs_dax_write_iomap_end(), after
- * that decision.  So a CoW fault that follows a synchronous one (whose
- * fsync left the inode clean) is not synchronous, and its remap is durable
- * only when a later sync comes: measured 2026-12-04 on both kernels, 64
- * stores into 64 shared pages, one after the other, gave 32 synchronous
- * faults (pages 0, 2, 4, ...), and the power-failure case
- * crash.xfs.reflink.reflink-sync lost the last store (qemu/crash
- * --reflink).  A bug; the case that shows it (a second store must sync
- * too) is not in this program until the bug is dealt with.
+ * The first three cases make one store each: the first CoW fault after
+ * that setup, synchronous on 6.12 patched and stock.  The last makes two in
+ * a row, and there stock 6.12 fails: xfs set IOMAP_F_DIRTY for a CoW
+ * mapping only from whether the inode was pinned with non-timestamp
+ * changes (xfs_bmbt_to_iomap()); the remap is logged in
+ * xfs_dax_write_iomap_end(), after that decision, so a CoW fault right
+ * after a synchronous one (whose fsync left the inode clean) returned with
+ * its remap not durable (measured 2026-12-04: of 64 stores into 64 shared
+ * pages, only pages 0, 2, 4, ... synced, and the power-failure case
+ * crash.xfs.reflink.reflink-sync lost the last store).  Fixed by
+ * kernel-patches/0014 (IOMAP_F_DIRTY with every CoW mapping).
  */
 #include <fcntl.h>
 #include <linux/fiemap.h>
@@ -219,6 +216,30 @@ TEST_F(cow, clone_store_after_read_is_synchronous_and_source_unchanged)
 TEST_F(cow, source_store_is_synchronous_and_clone_unchanged)
 {
 	cow_store(_metadata, self->sfd, self->sino, self->cfd, 1, false);
+}
+
+/*
+ * Two stores, into clone pages 1 and 2, through one MAP_SYNC mapping: each
+ * is a CoW fault, and each must sync.  xfs decides IOMAP_F_DIRTY in
+ * xfs_direct_write_iomap_begin() from whether the inode is pinned with
+ * non-timestamp changes (xfs_bmbt_to_iomap()); the CoW allocation logs
+ * nothing in the inode (the CoW fork is not on disk), and the remap is
+ * logged later, in xfs_dax_write_iomap_end().  So right after a sync (the
+ * first store's fsync) the next CoW fault was not synchronous (stock 6.12;
+ * kernel-patches/0014 fixes it).
+ */
+TEST_F(cow, clone_second_store_is_synchronous)
+{
+	char *map = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MSV_SYNC, self->cfd, 0);
+
+	ASSERT_NE(MAP_FAILED, map) TH_LOG("mmap: %s", strerror(errno));
+	ASSERT_EQ(0, ms_trace_start());
+	map[PG + 100] = 'N';
+	expect_one_sync_fault(_metadata, self->cino, "first store, into clone page 1");
+	ASSERT_EQ(0, ms_trace_start());
+	map[2 * PG + 100] = 'N';
+	expect_one_sync_fault(_metadata, self->cino, "second store, into clone page 2");
+	munmap(map, LEN);
 }
 
 TEST_HARNESS_MAIN
