@@ -242,4 +242,127 @@ TEST_F(cow, clone_second_store_is_synchronous)
 	munmap(map, LEN);
 }
 
+/*
+ * The bytes a copy-on-write copies into the new block must be written back
+ * from the CPU cache (dax_flush()) before the remap makes the block
+ * reachable: nothing else does it.  A synchronous fault inserts its DAX
+ * entry clean, write(2) and FALLOC_FL_UNSHARE_RANGE insert none, so the
+ * fsync that commits the remap finds no dirty entry to flush, and on a
+ * platform whose caches are not persistent (ADR, not eADR) a power cut
+ * can leave the file pointing at a block whose copied part never reached
+ * the media.  QEMU keeps no such cache, so the cases count dax_flush()
+ * calls and the bytes they cover, with a kprobe, between the start of the
+ * operation and its return; on stock 6.12 dax_iomap_copy_around() flushes
+ * only what it zeroed, and dax_unshare_iter() nothing (fixed by 0015).
+ */
+#define TRACEFS "/sys/kernel/tracing"
+#define FLUSH_EVENT "mapsync_rc/daxflush"
+
+static int tracefs_put(const char *path, const char *val, bool append)
+{
+	int fd = open(path, O_WRONLY | (append ? O_APPEND : O_TRUNC));
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+static void flush_probe_remove(void)
+{
+	tracefs_put(TRACEFS "/tracing_on", "0", false);
+	tracefs_put(TRACEFS "/events/" FLUSH_EVENT "/enable", "0", false);
+	tracefs_put(TRACEFS "/kprobe_events", "-:" FLUSH_EVENT "\n", true);
+}
+
+/* a kprobe on dax_flush(dax_dev, addr, size), traced from now on */
+static int flush_probe_start(void)
+{
+	flush_probe_remove();
+	if (tracefs_put(TRACEFS "/kprobe_events",
+			"p:" FLUSH_EVENT " dax_flush size=$arg3:u64\n", true) ||
+	    tracefs_put(TRACEFS "/events/" FLUSH_EVENT "/enable", "1", false) ||
+	    tracefs_put(TRACEFS "/trace", "", false))
+		return -1;
+	return tracefs_put(TRACEFS "/tracing_on", "1", false);
+}
+
+/* stops tracing: the dax_flush() calls of this process and the bytes they covered */
+static int flush_probe_count(unsigned long *calls, unsigned long *bytes)
+{
+	char line[512], me[32];
+	unsigned long long size;
+	const char *p;
+	FILE *f;
+
+	tracefs_put(TRACEFS "/tracing_on", "0", false);
+	f = fopen(TRACEFS "/trace", "r");
+	if (!f)
+		return -1;
+	snprintf(me, sizeof(me), "-%d ", getpid());
+	*calls = *bytes = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (line[0] == '#' || !strstr(line, "daxflush:") || !strstr(line, me))
+			continue;
+		p = strstr(line, "size=");
+		if (!p || sscanf(p, "size=%llu", &size) != 1)
+			continue;
+		(*calls)++;
+		*bytes += size;
+	}
+	fclose(f);
+	flush_probe_remove();
+	return 0;
+}
+
+static void expect_flushed(struct __test_metadata *_metadata, unsigned long at_least, const char *what)
+{
+	unsigned long calls, bytes;
+
+	ASSERT_EQ(0, flush_probe_count(&calls, &bytes)) TH_LOG("tracefs is missing");
+	TH_LOG("%s: %lu dax_flush() calls, %lu bytes", what, calls, bytes);
+	EXPECT_LE(at_least, bytes)
+		TH_LOG("%s: the copy-on-write copied into a new block, and %lu bytes of it were written back (dax_flush), expected at least %lu",
+		       what, bytes, at_least);
+}
+
+/* a MAP_SYNC store into shared clone page 1: the fault copies the whole page */
+TEST_F(cow, clone_store_fault_writes_back_the_copied_page)
+{
+	char *map = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MSV_SYNC, self->cfd, 0);
+
+	ASSERT_NE(MAP_FAILED, map) TH_LOG("mmap: %s", strerror(errno));
+	ASSERT_EQ(1, page_shared(self->cfd, 1));
+	ASSERT_EQ(0, flush_probe_start()) TH_LOG("kprobe on dax_flush (tracefs, KPROBE_EVENTS): %s", strerror(errno));
+	map[PG + 100] = 'N';
+	expect_flushed(_metadata, PG, "MAP_SYNC store into shared clone page 1");
+	EXPECT_EQ('b', map[PG]);
+	munmap(map, LEN);
+}
+
+/* pwrite() of 100 bytes into shared clone page 2: the rest of the page is copied */
+TEST_F(cow, clone_pwrite_writes_back_the_copied_edges)
+{
+	char buf[100];
+
+	memset(buf, 'P', sizeof(buf));
+	ASSERT_EQ(1, page_shared(self->cfd, 2));
+	ASSERT_EQ(0, flush_probe_start()) TH_LOG("kprobe on dax_flush (tracefs, KPROBE_EVENTS): %s", strerror(errno));
+	ASSERT_EQ((ssize_t)sizeof(buf), pwrite(self->cfd, buf, sizeof(buf), 2 * PG + 100));
+	expect_flushed(_metadata, PG - sizeof(buf), "pwrite() of 100 bytes into shared clone page 2");
+}
+
+/* FALLOC_FL_UNSHARE_RANGE of the whole clone: every page copied */
+TEST_F(cow, clone_unshare_writes_back_the_copied_blocks)
+{
+	ASSERT_EQ(1, page_shared(self->cfd, 0));
+	ASSERT_EQ(0, flush_probe_start()) TH_LOG("kprobe on dax_flush (tracefs, KPROBE_EVENTS): %s", strerror(errno));
+	ASSERT_EQ(0, fallocate(self->cfd, FALLOC_FL_UNSHARE_RANGE, 0, LEN))
+		TH_LOG("fallocate(FALLOC_FL_UNSHARE_RANGE): %s", strerror(errno));
+	expect_flushed(_metadata, LEN, "FALLOC_FL_UNSHARE_RANGE of the 4-page clone");
+	EXPECT_EQ(0, page_shared(self->cfd, 0)) TH_LOG("page 0 still shared after the unshare");
+}
+
 TEST_HARNESS_MAIN
