@@ -150,7 +150,7 @@ static void ovl_setup(struct __test_metadata *_metadata, struct ovl *o,
 		      enum ms_mount lower_mnt, enum ms_mount upper_mnt, bool upper_dax)
 {
 	const char *ld = ms_mount_dir(lower_mnt), *ud = ms_mount_dir(upper_mnt);
-	char opts[4 * PATH_MAX], buf[PG];
+	char opts[4 * PATH_MAX], buf[PG], path[PATH_MAX];
 	struct statx stx;
 	int fd, kmsg;
 
@@ -167,8 +167,15 @@ static void ovl_setup(struct __test_metadata *_metadata, struct ovl *o,
 	snprintf(o->upper, sizeof(o->upper), "%s/upper", o->base_upper);
 	snprintf(o->work, sizeof(o->work), "%s/work", o->base_upper);
 
-	/* what an earlier test that died may have left */
+	/*
+	 * What an earlier test that failed may have left: the harness of
+	 * 6.12 does not run the teardown after a failed ASSERT, so its
+	 * overlay is still mounted on <its lower base>/merged, which is one
+	 * of our two bases when the mounts are shared
+	 */
 	umount2(o->merged, MNT_DETACH);
+	snprintf(path, sizeof(path), "%s/merged", o->base_upper);
+	umount2(path, MNT_DETACH);
 	ASSERT_EQ(0, rm_rf(o->base_lower)) TH_LOG("rm -rf %s: %s", o->base_lower, strerror(errno));
 	ASSERT_EQ(0, rm_rf(o->base_upper)) TH_LOG("rm -rf %s: %s", o->base_upper, strerror(errno));
 	ASSERT_EQ(0, mkdir(o->base_lower, 0755)) TH_LOG("mkdir %s: %s", o->base_lower, strerror(errno));
