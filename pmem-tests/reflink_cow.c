@@ -255,38 +255,26 @@ TEST_F(cow, clone_second_store_is_synchronous)
  * operation and its return; on stock 6.12 dax_iomap_copy_around() flushes
  * only what it zeroed, and dax_unshare_iter() nothing (fixed by 0015).
  */
-#define TRACEFS "/sys/kernel/tracing"
+#define TRACEFS MS_TRACEFS
 #define FLUSH_EVENT "mapsync_rc/daxflush"
-
-static int tracefs_put(const char *path, const char *val, bool append)
-{
-	int fd = open(path, O_WRONLY | (append ? O_APPEND : O_TRUNC));
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n == (ssize_t)strlen(val) ? 0 : -1;
-}
 
 static void flush_probe_remove(void)
 {
-	tracefs_put(TRACEFS "/tracing_on", "0", false);
-	tracefs_put(TRACEFS "/events/" FLUSH_EVENT "/enable", "0", false);
-	tracefs_put(TRACEFS "/kprobe_events", "-:" FLUSH_EVENT "\n", true);
+	ms_write_file(TRACEFS "/tracing_on", "0", false);
+	ms_write_file(TRACEFS "/events/" FLUSH_EVENT "/enable", "0", false);
+	ms_write_file(TRACEFS "/kprobe_events", "-:" FLUSH_EVENT "\n", true);
 }
 
 /* a kprobe on dax_flush(dax_dev, addr, size), traced from now on */
 static int flush_probe_start(void)
 {
 	flush_probe_remove();
-	if (tracefs_put(TRACEFS "/kprobe_events",
+	if (ms_write_file(TRACEFS "/kprobe_events",
 			"p:" FLUSH_EVENT " dax_flush size=$arg3:u64\n", true) ||
-	    tracefs_put(TRACEFS "/events/" FLUSH_EVENT "/enable", "1", false) ||
-	    tracefs_put(TRACEFS "/trace", "", false))
+	    ms_write_file(TRACEFS "/events/" FLUSH_EVENT "/enable", "1", false) ||
+	    ms_write_file(TRACEFS "/trace", "", false))
 		return -1;
-	return tracefs_put(TRACEFS "/tracing_on", "1", false);
+	return ms_write_file(TRACEFS "/tracing_on", "1", false);
 }
 
 /* stops tracing: the dax_flush() calls of this process and the bytes they covered */
@@ -297,7 +285,7 @@ static int flush_probe_count(unsigned long *calls, unsigned long *bytes)
 	const char *p;
 	FILE *f;
 
-	tracefs_put(TRACEFS "/tracing_on", "0", false);
+	ms_write_file(TRACEFS "/tracing_on", "0", false);
 	f = fopen(TRACEFS "/trace", "r");
 	if (!f)
 		return -1;

@@ -225,11 +225,11 @@ void *ms_map_placed(size_t len, int prot, int flags, int fd, enum ms_place place
 	return mmap((void *)a, len, prot, flags | MAP_FIXED, fd, 0);
 }
 
-#define TRACEFS "/sys/kernel/tracing"
+#define TRACEFS MS_TRACEFS
 
-static int write_str(const char *path, const char *val)
+int ms_write_file(const char *path, const char *val, bool append)
 {
-	int fd = open(path, O_WRONLY | O_TRUNC);
+	int fd = open(path, O_WRONLY | (append ? O_APPEND : O_TRUNC));
 	ssize_t n;
 
 	if (fd < 0)
@@ -250,14 +250,14 @@ int ms_trace_start(void)
 	char path[PATH_MAX];
 	size_t i;
 
-	if (write_str(TRACEFS "/tracing_on", "0") || write_str(TRACEFS "/trace", ""))
+	if (ms_write_file(TRACEFS "/tracing_on", "0", false) || ms_write_file(TRACEFS "/trace", "", false))
 		return -1;
 	for (i = 0; i < sizeof(fault_events) / sizeof(fault_events[0]); i++) {
 		snprintf(path, sizeof(path), TRACEFS "/events/%s/enable", fault_events[i]);
-		if (write_str(path, "1"))
+		if (ms_write_file(path, "1", false))
 			return -1;
 	}
-	return write_str(TRACEFS "/tracing_on", "1");
+	return ms_write_file(TRACEFS "/tracing_on", "1", false);
 }
 
 /* lines of event that contain inos (" ino N ", as the event prints it) and word */
@@ -267,7 +267,7 @@ static int trace_count(const char *event, const char *inos, const char *word)
 	FILE *f;
 	int n = 0;
 
-	if (write_str(TRACEFS "/tracing_on", "0"))
+	if (ms_write_file(TRACEFS "/tracing_on", "0", false))
 		return -1;
 	f = fopen(TRACEFS "/trace", "r");
 	if (!f)

@@ -68,6 +68,11 @@ enum ms_place {
 /* mmap(fd) of len bytes placed as asked; MAP_FAILED (errno set) on error. */
 void *ms_map_placed(size_t len, int prot, int flags, int fd, enum ms_place place);
 
+#define MS_TRACEFS "/sys/kernel/tracing"
+
+/* write val to path (a tracefs or sysfs file), appending or truncating; 0 or -1 */
+int ms_write_file(const char *path, const char *val, bool append);
+
 /*
  * fs_dax trace events (tracefs): ms_trace_start() clears the buffer and
  * enables the fault events (and the fsync entries of ext4 and xfs); ms_trace_count() stops tracing and counts the
