@@ -97,6 +97,8 @@ $(B)/kernel/stock-debug/bzImage: $(KDEPS)
 # the kselftest harness comes from the unpacked tree of the kernel under test
 $(KSRC)/tools/testing/selftests/kselftest_harness.h: | $(BZIMAGE)
 
+NPROC := $(shell nproc)
+
 # --- guest programs (run from the 9p share) and the initramfs
 # The kselftest of our series is built from the patched tree with the tree's
 # own selftest Makefile, and runs on both kernels (stock shows the bugs).
@@ -105,7 +107,7 @@ POBJ     := $(B)/kernel/obj-patched
 SELFTESTS := $(B)/selftests/map_shared_validate
 
 tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h $(SELFTESTS) $(B)/tools/faultbench
-	@$(MAKE) -s -C pmem-tests KSRC=$(abspath $(KSRC)) OUT=$(abspath $(B))/pmem-tests
+	@$(MAKE) -s -j$(NPROC) -C pmem-tests KSRC=$(abspath $(KSRC)) OUT=$(abspath $(B))/pmem-tests
 
 $(B)/tools/faultbench: bench/faultbench.c pmem-tests/common/mapsync.c pmem-tests/common/mapsync.h
 	@echo "  CC      $<"; mkdir -p $(@D)
