@@ -41,7 +41,7 @@ help:
 	@echo "  make test-crash    power-failure tests: 20 random power cuts per file system"
 	@echo "  make mutants       build kernels with one deliberate bug each; the suite must kill each"
 	@echo "                     (kill table; MUTANTS='name ...' for a subset; not part of make test)"
-	@echo "  make bench         fault-latency benchmark, stock vs patched, 3 repetitions"
+	@echo "  make bench         fault-latency benchmark, stock vs patched, 4 repetitions each (A/A in 2+2)"
 	@echo "  make bench-quick   the same, 1 repetition, fewer faults (a few minutes)"
 	@echo "  make shell         interactive shell in the guest (pmem at build/pmem/pmem0.img)"
 	@echo "  make deps          install missing Debian packages (root; apt-get update first)"
@@ -106,12 +106,16 @@ PSRC     := $(B)/kernel/src-patched/linux-source-6.12
 POBJ     := $(B)/kernel/obj-patched
 SELFTESTS := $(B)/selftests/map_shared_validate
 
-tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h $(SELFTESTS) $(B)/tools/faultbench
+tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h $(SELFTESTS) $(B)/tools/faultbench $(B)/tools/agefs
 	@$(MAKE) -s -j$(NPROC) -C pmem-tests KSRC=$(abspath $(KSRC)) OUT=$(abspath $(B))/pmem-tests
 
 $(B)/tools/faultbench: bench/faultbench.c pmem-tests/common/mapsync.c pmem-tests/common/mapsync.h
 	@echo "  CC      $<"; mkdir -p $(@D)
 	@$(CC) -O2 -g -Wall -Wextra -Werror -Ipmem-tests/common -o $@ $< pmem-tests/common/mapsync.c
+
+$(B)/tools/agefs: bench/agefs.c
+	@echo "  CC      $<"; mkdir -p $(@D)
+	@$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $<
 
 $(POBJ)/usr/include/linux/mman.h: $(B)/kernel/patched/bzImage
 	@$(MAKE) -s -C $(PSRC) O=$(abspath $(POBJ)) headers
