@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """bench/report.py DIR [--quick] [--check]: turn bench/bench's raw results into tables and plots.
 
-A cell is (fs, map, fill, place): the file system (ext4; xfs made with a
-2 MiB stripe unit; xfs-plain, mkfs.xfs defaults), the mapping (sync, shared,
+A cell is (fs, map, fill, place): the file system (ext4 made with a 2 MiB
+stride; xfs made with a 2 MiB stripe unit; ext4-plain and xfs-plain, mkfs
+defaults; ext4-aged and xfs-aged, mkfs defaults, 512 MiB, aged by
+bench/agefs), the mapping (sync, shared,
 msync-each, msync-end), the fill (faultbench's name: state, -random,
 -sSTRIDE, -xHINT, -zZEROOUT, file size), the placement (pte: 4 KiB faults
 only; pmd: 2 MiB faults; default: no MAP_FIXED).
@@ -11,8 +13,8 @@ A file *asked* for the MAP_SYNC allocation look-ahead of kernel-patches
 0011/0012 when it has an xfs extent size hint, or is an ext4 fallocated
 (unwritten) file; every other file did not ask, and there the patched
 kernel must match stock: within the A/A noise floor (each kernel's
-repetitions split into two interleaved arms, compared as patched / stock
-is; see aa()), with the same blocks.
+repetitions split into two arms, compared as patched / stock is; see
+aa()), with the same blocks.
 
 --check also tests every boot's cells against the model and ends with
 "N passed, N failed": synchronous faults and blocks allocated per cell
@@ -26,6 +28,7 @@ results.json, results.csv (per kernel and cell: medians over repetitions,
 spreads), report.md (printed too) and the plots (gnuplot).
 """
 import csv
+import itertools
 import json
 import math
 import os
@@ -80,19 +83,27 @@ def spread(xs):
     return max(xs) / min(xs) - 1
 
 
-def aa(xs):
-    """A/A of one kernel: its repetitions (in boot order) split into two
-    arms, odd and even boots, each booted alternately with the other kernel
-    as in the A/B comparison; |ratio of the arms' medians| - 1, the way
-    patched / stock is taken.  With fewer than two boots an arm, the
-    spread of all of them stands in (larger)."""
-    a, b = xs[0::2], xs[1::2]
+def aa(reps, m):
+    """A/A of one kernel on metric m: its repetitions split into two arms
+    in the pattern A B B A (repetitions 1 and 4 against 2 and 3, then 5 and
+    8 against 6 and 7, ...: a drift of the host that is linear over the run
+    hits both arms alike, as it hits stock and patched booted alternately),
+    and max(arm / arm, arm / arm) - 1 of the arms' medians, the way patched
+    / stock is taken.  With fewer than two boots an arm, the spread of all
+    of them stands in (larger)."""
+    a = [r[m] for r in reps if rep_no(r) % 4 in (0, 1)]
+    b = [r[m] for r in reps if rep_no(r) % 4 in (2, 3)]
     if len(a) < 2 or len(b) < 2:
-        return spread(xs)
+        return spread([r[m] for r in reps])
     ma, mb = statistics.median(a), statistics.median(b)
     if min(ma, mb) <= 0:
         return None
     return max(ma / mb, mb / ma) - 1
+
+
+def rep_no(r):
+    """The repetition of a result: its boot's label ends in -rN."""
+    return int(r["label"].rsplit("-r", 1)[1])
 
 
 def cv(xs):
@@ -103,7 +114,7 @@ def aggregate(by, kernels, cells):
     agg = {}
     for k in kernels:
         for c in cells:
-            reps = sorted(by[k].get(c, []), key=lambda r: int(r["label"].rsplit("-r", 1)[1]))
+            reps = sorted(by[k].get(c, []), key=rep_no)
             if not reps:
                 continue
             a = {m: statistics.median(r.get(m, -1) for r in reps) for m in METRICS}
@@ -113,8 +124,9 @@ def aggregate(by, kernels, cells):
             for m in ("p50_ns", "mean_ns", "p99_ns"):
                 xs = [r[m] for r in reps]
                 a[m[:-3] + "_cv"] = cv(xs)
-                a[m[:-3] + "_aa"] = aa(xs)
+                a[m[:-3] + "_aa"] = aa(reps, m)
                 a[m[:-3] + "_spread"] = spread(xs)
+                a[m[:-3] + "_reps"] = xs
             a["sync_set"] = sorted({r["sync_faults"] for r in reps})
             a["blocks_set"] = sorted({r.get("blocks", -1) for r in reps})
             agg[(k, c)] = a
@@ -128,8 +140,30 @@ def floor(agg, kernels, c, m):
     return max(vs) if vs else None
 
 
+def perm_p(xs, ys):
+    """Exact randomisation test of "the kernel makes no difference": of every
+    way to split the pooled repetitions of the two kernels into groups of
+    their sizes, the share whose ratio of group means is at least as far
+    from 1 as the one measured (p; with 4 + 4 repetitions there are 70 ways,
+    so p is at least 2/70; a ratio of medians of 4 could not go below 4/70).
+    None when a kernel has fewer than 2 repetitions."""
+    if len(xs) < 2 or len(ys) < 2 or min(xs + ys) <= 0:
+        return None
+    pool, k = xs + ys, len(xs)
+    dist = lambda a, b: abs(math.log(statistics.mean(a) / statistics.mean(b)))
+    seen = dist(xs, ys)
+    splits = list(itertools.combinations(range(len(pool)), k))
+    far = sum(1 for g in splits
+              if dist([pool[i] for i in g], [pool[i] for i in range(len(pool)) if i not in g]) >= seen - 1e-12)
+    return far / len(splits)
+
+
 def within(r, f):
     return f is not None and max(r, 1 / r) - 1 <= f + 1e-9
+
+
+def pstr(p):
+    return "-" if p is None else f"{p:.2f}"
 
 
 def syncs_per_mib(a):
@@ -189,11 +223,12 @@ def main():
         md += ["", "Under TCG every guest instruction is emulated: absolute microseconds are not "
                "hardware figures. Read the ratios."]
     md += ["", "Every figure is the median over the repetitions of a kernel. A/A floor of a cell: each "
-           "kernel's boots split into two arms (odd and even repetitions, every boot alternated with "
-           "the other kernel's), the ratio of the arms' medians taken as patched / stock is, "
-           "|ratio - 1|, the larger of the two kernels' (stock against stock, patched against "
-           "patched); with fewer than 4 repetitions, the spread (max / min - 1) of all of them. "
-           "\"within\" means the patched / stock ratio is inside it."]
+           "kernel's boots split into two arms (repetitions 1 and 4 against 2 and 3: a linear drift "
+           "of the host hits both alike; every boot alternated with the other kernel's), the ratio "
+           "of the arms' medians taken as patched / stock is, |ratio - 1|, the larger of the two "
+           "kernels' (stock against stock, patched against patched); with fewer than 4 repetitions, "
+           "the spread (max / min - 1) of all of them. \"within\" means the patched / stock ratio "
+           "is inside it."]
     md += table_nobody(agg, kernels, cells, base, new)
     md += table_asked(agg, kernels, cells, base, new)
     md += table_default(agg, kernels, cells)
@@ -217,10 +252,11 @@ def table_nobody(agg, kernels, cells, base, new):
               "stock. Ratios patched / stock of the medians; the A/A floor of the mean and of the p50; "
               "blocks allocated per page written, and synchronous faults, on each kernel.")
     md.append("")
-    md.append(f"| fs | map | fill | place | mean ratio | A/A floor (mean) | p50 ratio | A/A floor (p50) | p99 ratio | "
-              f"unchanged? | blocks / pages {base} → {new} | sync faults {base} → {new} |")
-    md.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    n = nin = nsame = 0
+    md.append(f"| fs | map | fill | place | mean ratio | A/A floor (mean) | p (mean) | p50 ratio | A/A floor (p50) | "
+              f"p (p50) | p99 ratio | within A/A? | unchanged? | blocks / pages {base} → {new} | "
+              f"sync faults {base} → {new} |")
+    md.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    n = nin = nsame = nsig = 0
     for c in cells:
         a, b = agg.get((new, c)), agg.get((base, c))
         if not a or not b or asked(a):
@@ -230,13 +266,22 @@ def table_nobody(agg, kernels, cells, base, new):
         ok = within(rm, fm) and within(r50, f50)
         same = same_counts({(x, y, a["faults"]) for x in a["sync_set"] + b["sync_set"]
                             for y in a["blocks_set"] + b["blocks_set"]})
+        pm, p50 = perm_p(b["mean_reps"], a["mean_reps"]), perm_p(b["p50_reps"], a["p50_reps"])
+        sig = pm is not None and p50 is not None and min(pm, p50) < 0.05
         n += 1
         nin += ok
         nsame += same
-        verdict = "no A/A (1 repetition)" if fm is None else ("within" if ok else "**outside**")
-        md.append(f"| {' | '.join(c)} | {rm:.2f} | {pct(fm)} | {r50:.2f} | {pct(f50)} | {r99:.2f} | {verdict} | "
+        nsig += sig
+        verdict = "no A/A (1 repetition)" if fm is None else ("within" if ok else "outside")
+        unchanged = "-" if pm is None or p50 is None else ("**no**" if sig else "yes")
+        md.append(f"| {' | '.join(c)} | {rm:.2f} | {pct(fm)} | {pstr(pm)} | {r50:.2f} | {pct(f50)} | {pstr(p50)} | "
+                  f"{r99:.2f} | {verdict} | {unchanged} | "
                   f"{space_s(b)} → {space_s(a)} | {b['sync_faults']:.0f} → {a['sync_faults']:.0f} |")
-    md += ["", f"{nin} of {n} cells within the A/A floor (mean and p50); the same blocks and synchronous "
+    md += ["", f"{n - nsig} of {n} cells unchanged: no difference in the mean or the p50 at p < 0.05 "
+           f"(exact randomisation test over the repetitions; with no effect at all, about {0.1 * n:.0f} of "
+           f"{n} would show one by chance, two tests a cell at 5% each)."]
+    md += ["", f"{nin} of {n} cells within the A/A floor (mean and p50: a single A/A draw per kernel, so "
+           "with no effect about a third fall outside it by chance); the same blocks and synchronous "
            f"faults on both kernels (data blocks; the extent tree may differ by a block) in {nsame} of {n}."]
     return md
 
@@ -299,8 +344,11 @@ def table_default(agg, kernels, cells):
     return md
 
 
-GOAL_FILLS = [("xfs", "hole-x64k"), ("xfs", "hole-x128k"), ("xfs", "hole-x2m"),
-              ("xfs-plain", "hole-x64k"), ("xfs-plain", "hole-x128k"), ("xfs-plain", "hole-x2m"),
+GOAL_FILLS = [("xfs", "hole-x64k"), ("xfs", "hole-x128k"), ("xfs", "hole-x512k"), ("xfs", "hole-x2m"),
+              ("xfs-plain", "hole-x64k"), ("xfs-plain", "hole-x128k"), ("xfs-plain", "hole-x512k"),
+              ("xfs-plain", "hole-x2m"), ("xfs-aged", "hole-x128k"),
+              ("ext4-plain", "unwritten-z32k"), ("ext4-plain", "unwritten-z128k"),
+              ("ext4-aged", "unwritten-z128k"), ("ext4", "unwritten-z32k"),
               ("ext4", "unwritten-z64k"), ("ext4", "unwritten-z128k"), ("ext4", "unwritten-z2m")]
 
 
@@ -353,8 +401,9 @@ def expected_cells(quick):
             cells += both(fs, "unwritten")
             cells += [c for x in ("64k", "128k", "2m") for c in both(fs, "hole-x" + x)]
             cells += both(fs, "unwritten-x128k")
+            cells += both(fs, "hole-x512k")
             for fill in ("hole-s64k-x64k", "hole-s128k-x64k", "hole-s128k-x128k", "hole-s256k-x128k",
-                         "hole-s2m-x2m", "hole-s4m-x2m"):
+                         "hole-s512k-x512k", "hole-s1m-x512k", "hole-s2m-x2m", "hole-s4m-x2m"):
                 cells += both(fs, fill)
         else:
             cells += both(fs, "hole-z128k")
@@ -368,7 +417,7 @@ def expected_cells(quick):
             cells += [c for kb in sizes for c in both(fs, "hole-x2m-" + kb_name(kb), "default")]
         cells += [(fs, m, st, "pte") for st in ("hole", "written") for m in ("msync-each", "msync-end")]
     fs = "xfs-plain"
-    for fill in ("hole", "hole-x64k", "hole-x128k", "hole-x2m"):
+    for fill in ("hole", "hole-x64k", "hole-x128k", "hole-x512k", "hole-x2m"):
         cells += both(fs, fill)
     cells += [c for kb in sizes for c in both(fs, "hole-" + kb_name(kb), "default")]
     cells += [c for kb in sizes for c in both(fs, "hole-x2m-" + kb_name(kb), "default")]
@@ -424,13 +473,14 @@ def model(r, stock):
             blocks = n * u if u <= s else min(fpages, -(-n * s // u) * u)
     elif r["state"] == "hole" and s == 1:
         blocks = fpages       # every page written
-    # an aged file system's free space is in holes of 4-64 KiB: the range a
-    # hint or extent_max_zeroout_kb asks for may take several allocations,
-    # and ext4 (stock too) converts a short fallocated extent whole, so the
-    # counts of a file that asked depend on where the holes fell
-    if r["fs"].endswith("-aged") and asked(r):
-        syncs = None if syncs else syncs
-        blocks = None if r["state"] == "hole" else blocks
+    # on an aged ext4 a fallocated file is many short unwritten extents,
+    # and ext4 (stock too) converts one of at most extent_max_zeroout_kb
+    # whole on its first write: the faults that sync depend on where the
+    # holes fell (between 1 and one per fault; the blocks stay exact).  On
+    # xfs the look-ahead allocates its range extent by extent within the
+    # fault, so the count stays exact there.
+    if r["fs"] == "ext4-aged" and r["state"] == "unwritten" and syncs:
+        syncs = None
     if r["map"] != "sync" or not alloc:
         syncs = 0
     return syncs, blocks
@@ -469,11 +519,7 @@ def check(rows, boots, quick):
                 problems.append(f"2 MiB faults {r['pmd_faults']} of {r['faults']}")
         elif r["map"] in ("sync", "shared") and not 0 <= r["pmd_faults"] <= ranges:
             problems.append(f"2 MiB faults {r['pmd_faults']}, at most {ranges} possible")
-        # (not the aged default-placement fills: ext4 places the aging
-        # files' directory at random (Orlov), so whether a 2 MiB-aligned
-        # free extent is left where the file lands differs between boots)
-        if not asked(r) and r["map"] in ("sync", "shared") and \
-                not (r["fs"].endswith("-aged") and r["place"] == "default"):
+        if not asked(r) and r["map"] in ("sync", "shared"):
             nobody[cell_key(r)].add((r["sync_faults"], r["blocks"], r["faults"]))
         name = f"bench.{boots[r['label']]['kernel']}.{r['fs']}.{r['map']}.{r['fill']}.{r['place']}"
         if problems:
