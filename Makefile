@@ -161,7 +161,7 @@ run: deps $(TEST_IMAGES) $(BENCH_KERNELS) rootfs
 	else echo "bench failed: see $$d/bench.log"; tail -n 20 $$d/bench.log; fi; \
 	echo "results: $$d"; exit $$rc
 
-# bench: stock and patched booted alternately, 3 repetitions each;
+# bench: stock and patched booted alternately, 4 repetitions each;
 # bench-quick: 1 repetition with fewer faults (a smoke check, a few minutes)
 bench: deps $(BENCH_KERNELS) rootfs
 	@bench/bench $(foreach k,$(BENCH_KERNELS),--kernel $(k)) $(RUNFLAGS)
