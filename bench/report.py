@@ -265,7 +265,7 @@ def table_nobody(agg, kernels, cells, base, new):
         fm, f50 = floor(agg, kernels, c, "mean"), floor(agg, kernels, c, "p50")
         ok = within(rm, fm) and within(r50, f50)
         same = same_counts({(x, y, a["faults"]) for x in a["sync_set"] + b["sync_set"]
-                            for y in a["blocks_set"] + b["blocks_set"]})
+                            for y in a["blocks_set"] + b["blocks_set"]}, aged_slack(c))
         pm, p50 = perm_p(b["mean_reps"], a["mean_reps"]), perm_p(b["p50_reps"], a["p50_reps"])
         sig = pm is not None and p50 is not None and min(pm, p50) < 0.05
         n += 1
@@ -534,7 +534,7 @@ def check(rows, boots, quick):
         name = f"bench.nobody-asked.{'.'.join(c)}"
         if len(kernels) < 2:
             continue
-        if not same_counts(got):
+        if not same_counts(got, aged_slack(c)):
             nfail += 1
             print(f"not ok - {name} # (sync faults, blocks) differ between boots: "
                   f"{sorted((s, b) for s, b, _ in got)}")
@@ -546,13 +546,30 @@ def check(rows, boots, quick):
     return 1 if nfail else 0
 
 
-def same_counts(got):
+def same_counts(got, sync_slack=0):
     """(sync faults, blocks, faults) of one cell over boots: the same
-    synchronous faults, and blocks that differ by no more than the extent
-    tree's slack (a random fill's xfs bmap btree took 4,115 blocks in one
-    boot and 4,116 in another, on both kernels alike)."""
+    synchronous faults (within sync_slack), and blocks that differ by no
+    more than the extent tree's slack (a random fill's xfs bmap btree took
+    4,115 blocks in one boot and 4,116 in another, on both kernels alike)."""
     blocks = [b for _, b, _ in got]
-    return len({s for s, _, _ in got}) == 1 and max(blocks) - min(blocks) <= max(f for _, _, f in got) // 64 + 2
+    syncs = [s for s, _, _ in got]
+    return max(syncs) - min(syncs) <= sync_slack and \
+        max(blocks) - min(blocks) <= max(f for _, _, f in got) // 64 + 2
+
+
+def aged_slack(c):
+    """Synchronous faults a nobody-asked cell may differ by between boots:
+    on an aged xfs a 2 MiB fault that falls back has allocated as much of
+    its range as the holes it met gave, and the aged layout is not the
+    same to the block in every boot (a 64 MiB fill: 7,539 synchronous
+    faults in some boots, 7,541 in others, on stock and patched alike), so
+    up to one per 2 MiB range of the file; exact everywhere else."""
+    fs, _, fill, place = c
+    if not fs.endswith("-aged") or place != "default":
+        return 0
+    size = fill.rsplit("-", 1)[1]
+    kb = int(size[:-1]) * (1024 if size.endswith("m") else 1)
+    return kb // 2048
 
 
 def load_fio(out, boots):
