@@ -346,7 +346,7 @@ def table_default(agg, kernels, cells):
 
 GOAL_FILLS = [("xfs", "hole-x64k"), ("xfs", "hole-x128k"), ("xfs", "hole-x512k"), ("xfs", "hole-x2m"),
               ("xfs-plain", "hole-x64k"), ("xfs-plain", "hole-x128k"), ("xfs-plain", "hole-x512k"),
-              ("xfs-plain", "hole-x2m"), ("xfs-aged", "hole-x128k"),
+              ("xfs-plain", "hole-x2m"), ("xfs-aged", "hole-x128k"), ("xfs-aged", "hole-x512k"),
               ("ext4-plain", "unwritten-z32k"), ("ext4-plain", "unwritten-z128k"),
               ("ext4-aged", "unwritten-z128k"), ("ext4", "unwritten-z32k"),
               ("ext4", "unwritten-z64k"), ("ext4", "unwritten-z128k"), ("ext4", "unwritten-z2m")]
@@ -426,7 +426,7 @@ def expected_cells(quick):
         cells += both(fs, fill)
     cells += [c for kb in sizes for c in both(fs, "hole-" + kb_name(kb), "default")]
     fs = "xfs-aged"
-    for fill in ("hole", "hole-x128k"):
+    for fill in ("hole", "hole-x128k", "hole-x512k"):
         cells += both(fs, fill)
     cells += [c for kb in sizes for c in both(fs, "hole-" + kb_name(kb), "default")]
     cells += [c for kb in sizes for c in both(fs, "hole-x2m-" + kb_name(kb), "default")]
