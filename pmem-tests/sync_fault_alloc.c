@@ -194,7 +194,7 @@ F(ext4_falloc_zeroout_100k_rounds_down, .mnt = MS_EXT4_DAX, .falloc = true, .kb 
   .sync = true, .write = true, .written = 16, .lookahead = true);
 F(ext4_falloc_zeroout_2m, .mnt = MS_EXT4_DAX, .falloc = true, .kb = 2048,
   .sync = true, .write = true, .written = 512, .lookahead = true);
-F(ext4_falloc_zeroout_4m_capped_at_pmd, .mnt = MS_EXT4_DAX, .falloc = true, .kb = 4096,
+F(ext4_falloc_zeroout_4m_capped_at_2m, .mnt = MS_EXT4_DAX, .falloc = true, .kb = 4096,
   .sync = true, .write = true, .written = 512, .lookahead = true);
 F(ext4_sparse_hole_gets_one_block, .mnt = MS_EXT4_DAX, .kb = 64,
   .sync = true, .write = true, .written = 1);
