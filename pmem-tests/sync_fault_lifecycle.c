@@ -2,7 +2,8 @@
 /*
  * sync_fault_lifecycle: a MAP_SYNC mapping through what a program does with
  * it after mmap(): mprotect, mremap (grow in place, move), madvise
- * (MADV_DONTNEED), fork, truncate and hole punching while it is mapped.
+ * (MADV_DONTNEED), fork, remap_file_pages, truncate and hole punching while
+ * it is mapped.
  *
  * A case that claims a synchronous fault ends with one write fault into a
  * hole (a block the file does not have) and counts, as sync_faults does,
@@ -198,6 +199,65 @@ TEST_F(life, fork_child_hole_write_is_synchronous_and_parent_sees_it)
 		TH_LOG("the child's write failed: status %#x", status);
 	expect_one_sync_fault(_metadata, self->ino, "the child's write into hole page 2");
 	expect_page(_metadata, map + 2 * PG, 'c', "page 2 in the parent after the child's write");
+}
+
+/*
+ * remap_file_pages() (deprecated, emulated since 4.0) replaces the pages it
+ * remaps with a new mapping of the file; on stock that mapping has no
+ * VM_SYNC (patch 0016).  Page 1 of the mapping is remapped onto file page 3,
+ * a hole; the store there must be one synchronous fault landing in file
+ * page 3, with file page 1 left a hole.  flags: 0 (the emulation populates
+ * the new mapping: the store faults on the zero page) or MAP_NONBLOCK (no
+ * populate: the store faults on an empty PTE).
+ */
+static void remap_then_store(struct __test_metadata *_metadata, int fd, unsigned long ino,
+			     char *map, int flags, int want_sync)
+{
+	struct ms_sync_count c;
+	char buf[PG];
+	struct stat st;
+
+	ASSERT_EQ(0, remap_file_pages(map + PG, PG, 0, 3, flags))
+		TH_LOG("remap_file_pages(flags %#x): %s", flags, strerror(errno));
+	EXPECT_EQ(want_sync, ms_vm_sync(map + PG))
+		TH_LOG("the remapped page: VM_SYNC (\"sf\" in smaps) %s", want_sync ? "lost" : "gained");
+	EXPECT_EQ(want_sync, ms_vm_sync(map)) TH_LOG("page 0, left as it was: VM_SYNC changed");
+	EXPECT_EQ(want_sync, ms_vm_sync(map + 2 * PG)) TH_LOG("page 2, left as it was: VM_SYNC changed");
+
+	ASSERT_EQ(0, ms_trace_start());
+	map[PG] = 'x';
+	if (want_sync) {
+		expect_one_sync_fault(_metadata, ino, "store into file page 3 (a hole) through the remapped page");
+	} else {
+		ASSERT_EQ(0, ms_sync_count(ino, &c));
+		EXPECT_EQ(0, c.needdsync) TH_LOG("a store through a remapped plain MAP_SHARED page synced (%d NEEDDSYNC, %d fsync)",
+						 c.needdsync, c.fsyncs);
+	}
+	ASSERT_EQ((ssize_t)PG, pread(fd, buf, PG, 3 * PG));
+	expect_page(_metadata, buf, 'x', "file page 3 by pread after the store through the remapped page");
+	ASSERT_EQ(0, fstat(fd, &st));
+	EXPECT_EQ(16, st.st_blocks) TH_LOG("expected pages 0 and 3 allocated (16 sectors), the file has %ld: the store went elsewhere?",
+					   (long)st.st_blocks);
+}
+
+TEST_F(life, remap_file_pages_keeps_vm_sync_and_hole_write_is_synchronous)
+{
+	remap_then_store(_metadata, self->fd, self->ino, self->map, 0, 1);
+}
+
+TEST_F(life, remap_file_pages_nonblock_keeps_vm_sync_and_hole_write_is_synchronous)
+{
+	remap_then_store(_metadata, self->fd, self->ino, self->map, MAP_NONBLOCK, 1);
+}
+
+/* the control: a mapping without MAP_SYNC does not get it from the remap */
+TEST_F(life, remap_file_pages_of_plain_shared_mapping_stays_without_vm_sync)
+{
+	char *map = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, self->fd, 0);
+
+	ASSERT_NE(MAP_FAILED, map) TH_LOG("mmap MAP_SHARED: %s", strerror(errno));
+	remap_then_store(_metadata, self->fd, self->ino, map, 0, 0);
+	munmap(map, LEN);
 }
 
 TEST_F(life, truncate_down_access_past_eof_sigbus)
