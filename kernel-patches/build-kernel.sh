@@ -61,6 +61,9 @@ mkdir -p "$srcroot" "$logs"
 # one build at a time per tree (make mutants and a make test may overlap)
 exec 9> "$srcroot.lock"
 flock 9 || die "could not lock $srcroot.lock"
+# the bzImage gets this time, not the end of the build: make then rebuilds
+# when a patch or fragment changed while this build was running
+begun=$(date +%s)
 
 # --- 1. unpack (only when the tarball changed)
 # The tarball is unpacked once, into build/kernel/pristine/, and every tree
@@ -194,6 +197,7 @@ if ! kmake -j"$(nproc)" bzImage > "$log" 2>&1; then
 fi
 mkdir -p "$build/kernel/$objname"
 cp "$obj/arch/x86/boot/bzImage" "$build/kernel/$objname/bzImage"
+touch -d "@$begun" "$build/kernel/$objname/bzImage"
 if [ "$kconfig" = gdb ]; then
 	# the symbols of this very bzImage (a hard link: vmlinux is large), and
 	# the gdb scripts (vmlinux-gdb.py, scripts/gdb/linux/) it auto-loads
