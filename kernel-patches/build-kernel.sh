@@ -142,6 +142,12 @@ done
 # --- ccache: one cache for every tree; paths are relative (see above)
 export CCACHE_DIR=${CCACHE_DIR:-$build/ccache} CCACHE_BASEDIR=$build CCACHE_NOHASHDIR=1
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G} CCACHE_SLOPPINESS=time_macros
+# depend mode: on a miss, ccache compiles once and keys the result on the
+# headers the compiler's own -MMD list names (Kbuild passes -Wp,-MMD), instead
+# of running the preprocessor a second time to hash its output.  Measured on
+# fs/xfs/ (127 objects, -j2, cold cache): 173 s in the default mode, 110 s in
+# depend mode, 107 s without ccache; warm hits as fast in both.
+export CCACHE_DEPEND=1
 # debug info names the directory it was compiled in: an object of another
 # tree would send gdb to that tree's (differently patched) sources
 [ "$kconfig" != gdb ] || unset CCACHE_NOHASHDIR
