@@ -55,6 +55,7 @@ help:
 	@echo "  variables: KERNEL=patched|stock (the kernel run/shell boot; test: only that one)"
 	@echo "             KCONFIG=default|debug|gdb (debug: lockdep, KFENCE, DEBUG_VM; gdb: debug info for --gdb)"
 	@echo "             RUNFLAGS='...' (extra qemu/mapsync-run options, e.g. --accel tcg)"
+	@echo "             SERIAL=1 (test, run: the suite's boots one after the other, not in two lanes)"
 
 # --- packages: only what is missing, apt-get update once first
 deps:
@@ -145,14 +146,14 @@ TEST_IMAGES  := $(foreach k,$(TEST_KERNELS),$(B)/kernel/$(k)$(DBG)/bzImage)
 BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/patched/bzImage
 
 test: deps $(TEST_IMAGES) rootfs
-	@qemu/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS)
+	@qemu/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS)
 
 # run: the suite on both kernels, then the benchmark (BENCH=quick for the
 # short one), with everything in build/results/<time>/
 BENCH ?= full
 run: deps $(TEST_IMAGES) $(BENCH_KERNELS) rootfs
 	@d=$(B)/results/$$(date +%Y%m%d-%H%M%S); \
-	qemu/suite --report $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(RUNFLAGS); rc=$$?; \
+	qemu/suite --report $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS); rc=$$?; \
 	bench/bench $(if $(filter quick,$(BENCH)),--quick) --out $$d/bench \
 		$(foreach k,$(BENCH_KERNELS),--kernel $(k)) $(RUNFLAGS) > $$d/bench.log 2>&1 || rc=1; \
 	echo; cat $$d/report.md; echo; \
