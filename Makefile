@@ -36,7 +36,7 @@ help:
 	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
 	@echo
 	@echo "  make run           the tests on both kernels, then the benchmark, then the report"
-	@echo "  make test          the test suite on the patched, then the stock kernel"
+	@echo "  make test          the test suite on the patched and the stock kernel (two lanes; SERIAL=1: one after the other)"
 	@echo "                     (ends with 'N passed, N failed, N skipped')"
 	@echo "  make test-crash    power-failure tests: 20 random power cuts per file system"
 	@echo "  make mutants       build kernels with one deliberate bug each; the suite must kill each"
@@ -135,7 +135,7 @@ $(INITRD): guest-rootfs/build.sh guest-rootfs/manifest guest-rootfs/init guest-r
 	@guest-rootfs/build.sh $(abspath $(INITRD)) $(wildcard $(B)/pmem-tests/* $(B)/tools/*) $(SELFTESTS)
 
 # --- booting
-# `make test` runs the suite on the patched kernel, then on the stock one
+# `make test` runs the suite on the patched and the stock kernel (two lanes, qemu/suite)
 # (where each bug our patches fix must reproduce); KERNEL=... runs just one.
 ifeq ($(origin KERNEL),command line)
 TEST_KERNELS := $(KERNEL)
