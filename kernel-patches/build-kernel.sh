@@ -1,10 +1,13 @@
 #!/bin/bash
 # Build one flavour of the mapsync kernel out of tree.
 #
-#   kernel-patches/build-kernel.sh patched|stock|mutant [default|debug|gdb]
+#   kernel-patches/build-kernel.sh patched|stock|no-lookahead|mutant [default|debug|gdb]
 #
 # patched: Debian's linux-source-6.12 with kernel-patches/series applied.
 # stock:   the same tree with no patches.
+# no-lookahead: the series without 0011 and 0012 (the MAP_SYNC allocation
+#          look-ahead), for bench/: what the look-ahead itself costs files
+#          that did not ask for it.
 # mutant:  the patched tree plus the one deliberate breakage named by
 #          MAPSYNC_MUTANT=kernel-patches/mutants/NAME.patch (make mutants);
 #          the bzImage goes to build/kernel/mutant-NAME/.
@@ -35,12 +38,12 @@ die() { echo "build-kernel: $*" >&2; exit 1; }
 step() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
 
 case $flavour in
-patched|stock) ;;
+patched|stock|no-lookahead) ;;
 mutant)
 	mutant=${MAPSYNC_MUTANT:?mutant: set MAPSYNC_MUTANT to a patch in kernel-patches/mutants/}
 	[ -f "$mutant" ] || die "no mutant patch $mutant"
 	mutant=$(cd "$(dirname "$mutant")" && pwd)/$(basename "$mutant") ;;
-*) die "unknown flavour '$flavour' (patched, stock or mutant)";;
+*) die "unknown flavour '$flavour' (patched, stock, no-lookahead or mutant)";;
 esac
 case $kconfig in
 default) fragments=("$here/mapsync.config"); objname=$flavour ;;
@@ -97,10 +100,11 @@ ln -sfn "${obj#"$build"/kernel/}" "$link"
 applied=$srcroot/.applied
 mkdir -p "$applied"
 want=()
-if [ "$flavour" = patched ] && [ -f "$here/series" ]; then
+if [ "$flavour" = patched ] || [ "$flavour" = no-lookahead ] && [ -f "$here/series" ]; then
 	while read -r p _; do
 		case $p in ''|'#'*) continue;; esac
 		[ -f "$here/$p" ] || die "kernel-patches/series names $p, which does not exist"
+		[ "$flavour" = no-lookahead ] && case $p in 0011-*|0012-*) continue;; esac
 		want+=("$p")
 	done < "$here/series"
 	# MAPSYNC_SERIES_LIMIT=N: only the first N patches (check-series.sh)
