@@ -251,13 +251,15 @@ def main():
         md += ["", f"Two clock reads with nothing between them (faultbench's clock_ns, in every latency "
                f"alike): median {clocks[len(clocks) // 2]} ns over every cell of every boot, range "
                f"{clocks[0]}-{clocks[-1]} ns" + (" (guest virtual ns: instructions)." if UNIT != "µs" else ".")]
-    md += ["", "Every figure is the median over the repetitions of a kernel. A/A floor of a cell: each "
-           "kernel's boots split into two arms (repetitions 1 and 4 against 2 and 3: a linear drift "
-           "of the host hits both alike; every boot alternated with the other kernel's), the ratio "
-           "of the arms' medians taken as patched / stock is, |ratio - 1|, the larger of the two "
-           "kernels' (stock against stock, patched against patched); with fewer than 4 repetitions, "
-           "the spread (max / min - 1) of all of them. \"within\" means the patched / stock ratio "
-           "is inside it."]
+    fewest = min(nreps.values())
+    md += ["", "Every figure is the median over the repetitions of a kernel. A/A floor of a cell, for a "
+           "comparison of two kernels: "
+           + ("each kernel's boots split into two arms (repetitions 1 and 4 against 2 and 3: a linear drift "
+              "of the host hits both alike), the ratio of the arms' medians, |ratio - 1|, the larger of "
+              "the two kernels'" if fewest >= 4 else
+              f"with {fewest} repetitions a kernel, the spread (max / min - 1) of each kernel's boots, the "
+              "larger of the two kernels'")
+           + ". \"within\" means the ratio of the two kernels is inside it."]
     md += table_nobody(agg, kernels, cells, base, new)
     if "no-lookahead" in kernels:
         md += table_nobody(agg, kernels, cells, "no-lookahead", new,
@@ -682,7 +684,8 @@ def fio_crosscheck(out, boots, agg, kernels):
 
 CDF_CELLS = [("xfs-plain", "sync", "hole-x128k", "pte"), ("xfs-plain", "sync", "hole", "pte"),
              ("ext4", "sync", "unwritten-z128k", "pte"), ("xfs", "sync", "hole", "pte"),
-             ("xfs-plain", "sync", "hole-64m", "default"), ("xfs-plain", "sync", "hole-x2m-64m", "default")]
+             ("xfs-plain", "sync", "hole-64m", "default"), ("xfs-plain", "sync", "hole-x2m-64m", "default"),
+             ("ext4-aged", "sync", "unwritten-z2m", "pte"), ("xfs-aged", "sync", "hole-x2m", "pte")]
 
 
 def plot(out, agg, kernels, cells, base, new):
