@@ -323,7 +323,9 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
                   f"{a['mean_ns'] - b['mean_ns']:+.0f} |")
     if pm is None:
         md += ["", "No randomisation test (\"unchanged?\", p): it needs at least 4 boots of each kernel "
-               "(with 3 + 3 the smallest p is 0.1)."]
+               "(with 3 + 3 the smallest p is 0.1; this run: " + " + ".join(
+                   str(max((len(agg[(k, c)]["mean_reps"]) for c in cells if (k, c) in agg), default=0))
+                   for k in (base, new)) + ")."]
     else:
         md += ["", f"{n - nsig} of {n} cells unchanged: no difference in the mean or the p50 at p < 0.05 "
                f"(exact randomisation test over the repetitions; with no effect at all, about {0.1 * n:.0f} of "
@@ -331,6 +333,10 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
     reps = min(len(agg[(k, c)]["mean_reps"]) for k in (base, new) for c in cells if (k, c) in agg)
     how = ("the spread max / min - 1 of each kernel's boots, the larger" if reps < 4 else
            "a single A/A draw per kernel in arms of 2, so with no effect about a third fall outside it by chance")
+    if reps < 2:
+        md += ["", f"One boot a kernel: no A/A floor. The same blocks and synchronous faults on both kernels "
+               f"(data blocks; the extent tree may differ by a block) in {nsame} of {n}."]
+        return md
     md += ["", f"{nin} of {n} cells within the A/A floor (mean and p50: {how})"
            + (f"; the {len(outside)} outside it differ by at most {100 * (math.exp(max(outside)) - 1):.2f}%"
               if outside else "")
