@@ -26,7 +26,7 @@
 # compile only the files their patches change; the rest are cache hits.
 set -euo pipefail
 
-flavour=${1:?usage: build-kernel.sh patched|stock [default|debug]}
+flavour=${1:?usage: build-kernel.sh patched|stock|no-lookahead|mutant [default|debug|gdb]}
 kconfig=${2:-default}
 top=$(cd "$(dirname "$0")/.." && pwd)
 here=$top/kernel-patches
