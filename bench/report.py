@@ -296,6 +296,10 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
     n = nin = nsame = nsig = 0
     nd = 4 if UNIT != "µs" else 2	# icount: differences of a few parts in 10,000 are measurable
     outside = []
+    # boots a kernel (the fewest of the two): with fewer than 4 the
+    # randomisation test cannot reach p < 0.05 (3 + 3: p >= 0.1), with 1
+    # there is no A/A floor
+    reps = min((len(agg[(k, c)]["mean_reps"]) for k in (base, new) for c in cells if (k, c) in agg), default=0)
     for c in cells:
         a, b = agg.get((new, c)), agg.get((base, c))
         if not a or not b or asked(a):
@@ -305,9 +309,8 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
         ok = within(rm, fm) and within(r50, f50)
         same = same_counts({(x, y, a["faults"]) for x in a["sync_set"] + b["sync_set"]
                             for y in a["blocks_set"] + b["blocks_set"]}, aged_slack(c))
-        # with fewer than 4 boots a kernel the test cannot reach p < 0.05 (3 + 3: p >= 0.1)
-        enough = min(len(a["mean_reps"]), len(b["mean_reps"])) >= 4
-        pm, p50 = (perm_p(b["mean_reps"], a["mean_reps"]), perm_p(b["p50_reps"], a["p50_reps"])) if enough else (None, None)
+        pm, p50 = (perm_p(b["mean_reps"], a["mean_reps"]), perm_p(b["p50_reps"], a["p50_reps"])) if reps >= 4 \
+            else (None, None)
         sig = pm is not None and p50 is not None and min(pm, p50) < 0.05
         n += 1
         nin += ok
@@ -321,16 +324,15 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
                   f"{r99:.{nd}f} | {verdict} | {unchanged} | "
                   f"{space_s(b)} → {space_s(a)} | {b['sync_faults']:.0f} → {a['sync_faults']:.0f} | "
                   f"{a['mean_ns'] - b['mean_ns']:+.0f} |")
-    if pm is None:
+    if not n:
+        return md + ["", "No cell of a file nobody asked for in this run."]
+    if reps < 4:
         md += ["", "No randomisation test (\"unchanged?\", p): it needs at least 4 boots of each kernel "
-               "(with 3 + 3 the smallest p is 0.1; this run: " + " + ".join(
-                   str(max((len(agg[(k, c)]["mean_reps"]) for c in cells if (k, c) in agg), default=0))
-                   for k in (base, new)) + ")."]
+               f"(with 3 + 3 the smallest p is 0.1; this run: {reps})."]
     else:
         md += ["", f"{n - nsig} of {n} cells unchanged: no difference in the mean or the p50 at p < 0.05 "
                f"(exact randomisation test over the repetitions; with no effect at all, about {0.1 * n:.0f} of "
                f"{n} would show one by chance, two tests a cell at 5% each)."]
-    reps = min(len(agg[(k, c)]["mean_reps"]) for k in (base, new) for c in cells if (k, c) in agg)
     how = ("the spread max / min - 1 of each kernel's boots, the larger" if reps < 4 else
            "a single A/A draw per kernel in arms of 2, so with no effect about a third fall outside it by chance")
     if reps < 2:
