@@ -199,12 +199,29 @@ log=$logs/$(date +%Y%m%d-%H%M%S)-kernel-$objname.log
 step "building bzImage ($objname, -j$(nproc)); log: ${log#"$top"/}"
 t0=$(date +%s)
 ccache -z >/dev/null
-if ! kmake -j"$(nproc)" bzImage > "$log" 2>&1; then
+# vmlinux through ccache; then the boot image without it: piggy.S pulls the
+# compressed vmlinux in with .incbin, which ccache's depend mode cannot see,
+# so whenever the compressed size (the only number in piggy.S) repeats an
+# earlier build's, a cached piggy.o would put that build's kernel into this
+# bzImage (seen: a bzImage that booted the code of the build before it).
+# piggy.o is assembled again every time (a fraction of a second), so that one
+# already made that way from the cache is replaced too.
+if ! { kmake -j"$(nproc)" vmlinux &&
+       rm -f "$obj/arch/x86/boot/compressed/piggy.o" &&
+       CCACHE_DISABLE=1 kmake -j"$(nproc)" bzImage; } > "$log" 2>&1; then
 	echo "build-kernel: the $objname kernel failed to build; log: $log" >&2
 	grep -E 'error|Error' "$log" | head -20 >&2 || true
 	tail -n 40 "$log" >&2
 	exit 1
 fi
+# and check it: the bzImage must carry this very compressed vmlinux
+payload=$(ls "$obj"/arch/x86/boot/compressed/vmlinux.bin.* 2>/dev/null | head -1)
+[ -n "$payload" ] && python3 - "$obj/arch/x86/boot/bzImage" "$payload" <<'PY' ||
+import sys
+bz = open(sys.argv[1], 'rb').read()
+sys.exit(0 if open(sys.argv[2], 'rb').read() in bz else 1)
+PY
+	die "the bzImage of $objname does not hold the vmlinux just built ($payload); log: $log"
 mkdir -p "$build/kernel/$objname"
 cp "$obj/arch/x86/boot/bzImage" "$build/kernel/$objname/bzImage"
 touch -d "@$begun" "$build/kernel/$objname/bzImage"
