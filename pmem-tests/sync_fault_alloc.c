@@ -684,17 +684,39 @@ TEST_F(extents, one_fault_converts_every_unwritten_extent_of_its_range)
  */
 FIXTURE(enospc) {
 	char filler[4096];
+	struct knob knob;
 };
 
 FIXTURE_SETUP(enospc)
 {
 	self->filler[0] = 0;
+	self->knob.dir = NULL;
 }
 
 FIXTURE_TEARDOWN(enospc)
 {
 	if (self->filler[0])
 		unlink(self->filler);	/* whatever failed, free the space again */
+	knob_restore(&self->knob);
+}
+
+/* fill the file system of dir with the file path (as root: the root reserve too) */
+static int fill_fs(const char *path)
+{
+	off_t off = 0;
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+
+	if (fd < 0)
+		return -1;
+	while (!fallocate(fd, 0, off, 1 << 20))
+		off += 1 << 20;
+	while (!fallocate(fd, 0, off, PG))
+		off += PG;
+	if (errno != ENOSPC) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 TEST_F(enospc, xfs_hint_one_block_and_no_signal)
@@ -702,7 +724,7 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 	const char *dir = ms_mount_dir(MS_XFS_DAX);
 	char *path = self->filler;
 	struct statvfs sv;
-	off_t off = 0;
+	off_t off;
 	int fd, filler, sig;
 
 	if (!dir)
@@ -711,13 +733,9 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 	snprintf(path, sizeof(self->filler), "%s/filler", dir);
 	fd = make_file(dir, "late", 64 * PG, 64 << 10, 0, 0);
 	ASSERT_LE(0, fd);
-	filler = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	ASSERT_LE(0, filler);
-	while (!fallocate(filler, 0, off, 1 << 20))
-		off += 1 << 20;
-	while (!fallocate(filler, 0, off, PG))
-		off += PG;
-	ASSERT_EQ(ENOSPC, errno) TH_LOG("filling the file system: %s", strerror(errno));
+	filler = fill_fs(path);
+	ASSERT_LE(0, filler) TH_LOG("filling the file system: %s", strerror(errno));
+	off = lseek(filler, 0, SEEK_END);
 	/* 8 free blocks: fewer than the 16 the hint asks for */
 	ASSERT_EQ(0, fallocate(filler, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			       off / 2 & ~(off_t)(PG - 1), 8 * PG));
@@ -732,6 +750,59 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 	EXPECT_EQ(1, blocks_of(fd, false))
 		TH_LOG("%ld blocks allocated with %lu free: one expected",
 		       blocks_of(fd, false), (unsigned long)sv.f_bfree);
+	close(fd);
+}
+
+/*
+ * ext4: on a full file system the look-ahead does not run.  Its extent
+ * splits would take tree blocks from the clusters kept for conversions that
+ * must not fail (EXT4_GET_BLOCKS_METADATA_NOFAIL); the fault converts its one
+ * block, as without the look-ahead.  The page is chosen inside one unwritten
+ * extent, 32 pages or more from both of its ends, so that ext4's own zeroout
+ * (extent_max_zeroout_kb 128: 32 blocks) converts nothing beside it, and the
+ * look-ahead's 128 KiB around it lie inside the extent.
+ */
+TEST_F(enospc, ext4_full_fs_converts_one_block)
+{
+	const char *dir = ms_mount_dir(MS_EXT4_DAX);
+	static struct fiemap_extent ext[1024];
+	size_t pages = 1024, pg = 0, s, e;
+	struct statvfs sv;
+	long written;
+	int i, n, fd, filler, sig;
+
+	if (!dir)
+		SKIP(return, "%s is not set", ms_mount_env(MS_EXT4_DAX));
+	SKIP_ON_STOCK(true);
+	ASSERT_EQ(0, knob_set(&self->knob, dir, 128));
+	snprintf(self->filler, sizeof(self->filler), "%s/filler", dir);
+	fd = make_file(dir, "full", pages * PG, 0, 0, pages * PG);
+	ASSERT_LE(0, fd);
+	n = ms_fiemap(fd, ext, 1024);
+	for (i = 0; i < n && !pg; i++) {
+		s = ext[i].fe_logical / PG;
+		e = s + ext[i].fe_length / PG;
+		if ((ext[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN) &&
+		    ((s + 32 + 31) & ~31UL) + 64 <= e)
+			pg = ((s + 32 + 31) & ~31UL) + 4;
+	}
+	ASSERT_NE(0UL, pg) TH_LOG("no unwritten extent of 96 blocks or more among the %d of "
+				"a 4 MiB fallocated file", n);
+	filler = fill_fs(self->filler);
+	ASSERT_LE(0, filler) TH_LOG("filling the file system: %s", strerror(errno));
+	ASSERT_EQ(0, fsync(filler));
+	close(filler);
+	ASSERT_EQ(0, statvfs(dir, &sv));
+	sig = fault_page(fd, pages * PG, pg, true, true);
+	EXPECT_EQ(0, sig) TH_LOG("the fault raised signal %d with %lu blocks free", sig,
+				 (unsigned long)sv.f_bfree);
+	EXPECT_TRUE(page_is(fd, pg, 'x'));
+	written = blocks_of(fd, true);
+	EXPECT_EQ(1, written)
+		TH_LOG("%ld blocks written by one fault on page %zu with %lu blocks free (%lu "
+		       "available, %ld reserved clusters): one expected (32 if the look-ahead ran)",
+		       written, pg, (unsigned long)sv.f_bfree, (unsigned long)sv.f_bavail,
+		       ms_fs_attr_get(dir, "reserved_clusters"));
 	close(fd);
 }
 
