@@ -198,7 +198,8 @@ F(ext4_falloc_zeroout_4m_capped_at_2m, .mnt = MS_EXT4_DAX, .falloc = true, .kb =
   .sync = true, .write = true, .written = 512, .lookahead = true);
 F(ext4_sparse_hole_gets_one_block, .mnt = MS_EXT4_DAX, .kb = 64,
   .sync = true, .write = true, .written = 1);
-F(ext4_falloc_map_shared_as_before, .mnt = MS_EXT4_DAX, .falloc = true, .kb = 4,
+/* 8 KiB: the look-ahead would write pages 2-3, ext4's own zeroout only page 3 */
+F(ext4_falloc_map_shared_as_before, .mnt = MS_EXT4_DAX, .falloc = true, .kb = 8,
   .sync = false, .write = true, .written = 1);
 F(ext4_falloc_read_writes_nothing, .mnt = MS_EXT4_DAX, .falloc = true, .kb = 64,
   .sync = true, .write = false, .written = 0);
@@ -267,6 +268,30 @@ TEST_F(one_fault, written_blocks_after_a_fault_on_page_3)
 	for (pg = 0; pg < 16; pg++)
 		ASSERT_TRUE(page_is(self->fd, pg, pg == 3 && variant->write ? 'x' : 0))
 			TH_LOG("page %ld does not read as it should", pg);
+}
+
+/*
+ * xfs: a widened allocation never crosses a 2 MiB boundary, whatever the
+ * hint: a 96 KiB hint (24 blocks) at page 505 allocates 504-511, not 504-527,
+ * which would leave the next 2 MiB partly written and its PMD fault a PTE one.
+ */
+TEST(xfs_hint_96k_stops_at_a_2m_boundary)
+{
+	const char *dir = ms_mount_dir(MS_XFS_DAX);
+	long got;
+	int fd;
+
+	if (!dir)
+		SKIP(return, "%s is not set", ms_mount_env(MS_XFS_DAX));
+	SKIP_ON_STOCK(true);
+	fd = make_file(dir, "boundary", ONE_LEN, 96 << 10, 0, 0);
+	ASSERT_LE(0, fd) TH_LOG("making the file: %s", strerror(errno));
+	ASSERT_EQ(0, fault_page(fd, ONE_LEN, 505, true, true));
+	got = blocks_of(fd, false);
+	EXPECT_EQ(8, got) TH_LOG("%ld blocks allocated by a fault on page 505 with a 96 KiB hint: "
+				 "8 expected (504-511; 24 would cross into the next 2 MiB)", got);
+	EXPECT_TRUE(page_is(fd, 505, 'x'));
+	close(fd);
 }
 
 /* ------------------------------------------------------------------ */
@@ -457,6 +482,42 @@ TEST_F(layout, clipped_to_the_hole_or_extent)
 	}
 	for (i = 2; i < 10; i++)
 		EXPECT_TRUE(page_is(self->fd, i, i == 5 ? 'x' : 0)) TH_LOG("page %zu", i);
+}
+
+/*
+ * Unwritten extents that start and end inside the 64 KiB window of a fault:
+ * pages 2-9 and 18-25 fallocated (0-31, then 0-1, 10-17 and 26-31 punched).
+ * A store on page 5, then one on page 21, writes exactly those 16 blocks: the
+ * range is clipped to the extent on both sides, and nothing is allocated in
+ * the holes around it.
+ */
+TEST_F(layout, clipped_to_an_unwritten_extent_inside_the_window)
+{
+	static const off_t punch[][2] = { { 0, 2 }, { 10, 8 }, { 26, 6 } };
+	size_t i;
+
+	SKIP_ON_STOCK(true);
+	self->fd = make_file(self->dir, "inside", 64 * PG, variant->hint, 0, 32 * PG);
+	ASSERT_LE(0, self->fd);
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, fallocate(self->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				       punch[i][0] * PG, punch[i][1] * PG));
+	ASSERT_EQ(0, fsync(self->fd));
+	ASSERT_EQ(16, blocks_of(self->fd, false)) TH_LOG("fallocated blocks left: 16 expected");
+	ASSERT_EQ(0, blocks_of(self->fd, true));
+	ASSERT_EQ(0, fault_page(self->fd, 64 * PG, 5, true, true));
+	EXPECT_EQ(8, blocks_of(self->fd, true))
+		TH_LOG("%ld blocks written by a store on page 5: pages 2-9 expected",
+		       blocks_of(self->fd, true));
+	ASSERT_EQ(0, fault_page(self->fd, 64 * PG, 21, true, true));
+	EXPECT_EQ(16, blocks_of(self->fd, true))
+		TH_LOG("%ld blocks written after a store on page 21: pages 2-9 and 18-25 expected",
+		       blocks_of(self->fd, true));
+	EXPECT_EQ(16, blocks_of(self->fd, false))
+		TH_LOG("%ld blocks allocated: the 16 fallocated expected, none in the holes",
+		       blocks_of(self->fd, false));
+	for (i = 0; i < 32; i++)
+		EXPECT_TRUE(page_is(self->fd, i, i == 5 || i == 21 ? 'x' : 0)) TH_LOG("page %zu", i);
 }
 
 TEST_F(layout, rest_of_unwritten_extent_stays_unwritten)
@@ -753,23 +814,64 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 	close(fd);
 }
 
+/* fill dir's file system with the file path until at most avail blocks are available */
+static int fill_until_available(const char *dir, const char *path, unsigned long avail)
+{
+	struct statvfs sv;
+	off_t off = 0;
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+
+	if (fd < 0)
+		return -1;
+	while (!statvfs(dir, &sv) && sv.f_bavail > avail + 512 &&
+	       !fallocate(fd, 0, off, 1 << 20))
+		off += 1 << 20;
+	while (!statvfs(dir, &sv) && sv.f_bavail > avail && !fallocate(fd, 0, off, PG))
+		off += PG;
+	if (statvfs(dir, &sv) || sv.f_bavail > avail || fsync(fd)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* the unwritten FIEMAP extents of fd: page n (n >= 1) 32+ blocks inside one, 0 if none */
+static size_t deep_unwritten_page(int fd, int n)
+{
+	static struct fiemap_extent ext[1024];
+	int i, k = ms_fiemap(fd, ext, 1024);
+	size_t s, e, pg;
+
+	for (i = 0; i < k; i++) {
+		s = ext[i].fe_logical / PG;
+		e = s + ext[i].fe_length / PG;
+		if (!(ext[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN))
+			continue;
+		/* 32-aligned windows 32+ blocks from both ends of the extent */
+		for (pg = (s + 32 + 31) & ~31UL; pg + 64 <= e; pg += 64)
+			if (--n == 0)
+				return pg + 4;
+	}
+	return 0;
+}
+
 /*
- * ext4: on a full file system the look-ahead does not run.  Its extent
+ * ext4: on a nearly full file system the look-ahead does not run.  Its extent
  * splits would take tree blocks from the clusters kept for conversions that
- * must not fail (EXT4_GET_BLOCKS_METADATA_NOFAIL); the fault converts its one
- * block, as without the look-ahead.  The page is chosen inside one unwritten
- * extent, 32 pages or more from both of its ends, so that ext4's own zeroout
- * (extent_max_zeroout_kb 128: 32 blocks) converts nothing beside it, and the
- * look-ahead's 128 KiB around it lie inside the extent.
+ * must not fail (EXT4_GET_BLOCKS_METADATA_NOFAIL): it runs only while more
+ * than 16 clusters are available beyond the root reserve and the reserved
+ * clusters (statvfs f_bavail).  With 8 or fewer, a fault converts its one
+ * block; with 512 more, a fault converts its 128 KiB.  The pages are 32+
+ * blocks inside unwritten extents, so that ext4's own zeroout
+ * (extent_max_zeroout_kb 128: 32 blocks) converts nothing beside them.
  */
-TEST_F(enospc, ext4_full_fs_converts_one_block)
+TEST_F(enospc, ext4_nearly_full_fs_converts_one_block)
 {
 	const char *dir = ms_mount_dir(MS_EXT4_DAX);
-	static struct fiemap_extent ext[1024];
-	size_t pages = 1024, pg = 0, s, e;
+	size_t pages = 1024, pg1, pg2;
 	struct statvfs sv;
 	long written;
-	int i, n, fd, filler, sig;
+	int fd, filler, sig;
 
 	if (!dir)
 		SKIP(return, "%s is not set", ms_mount_env(MS_EXT4_DAX));
@@ -778,31 +880,34 @@ TEST_F(enospc, ext4_full_fs_converts_one_block)
 	snprintf(self->filler, sizeof(self->filler), "%s/filler", dir);
 	fd = make_file(dir, "full", pages * PG, 0, 0, pages * PG);
 	ASSERT_LE(0, fd);
-	n = ms_fiemap(fd, ext, 1024);
-	for (i = 0; i < n && !pg; i++) {
-		s = ext[i].fe_logical / PG;
-		e = s + ext[i].fe_length / PG;
-		if ((ext[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN) &&
-		    ((s + 32 + 31) & ~31UL) + 64 <= e)
-			pg = ((s + 32 + 31) & ~31UL) + 4;
-	}
-	ASSERT_NE(0UL, pg) TH_LOG("no unwritten extent of 96 blocks or more among the %d of "
-				"a 4 MiB fallocated file", n);
-	filler = fill_fs(self->filler);
+	pg1 = deep_unwritten_page(fd, 1);
+	pg2 = deep_unwritten_page(fd, 2);
+	ASSERT_NE(0UL, pg2) TH_LOG("fewer than two 64-block windows deep inside the unwritten "
+				   "extents of a 4 MiB fallocated file");
+	filler = fill_until_available(dir, self->filler, 8);
 	ASSERT_LE(0, filler) TH_LOG("filling the file system: %s", strerror(errno));
+	ASSERT_EQ(0, statvfs(dir, &sv));
+	sig = fault_page(fd, pages * PG, pg1, true, true);
+	EXPECT_EQ(0, sig) TH_LOG("the fault raised signal %d with %lu blocks available", sig,
+				 (unsigned long)sv.f_bavail);
+	EXPECT_TRUE(page_is(fd, pg1, 'x'));
+	written = blocks_of(fd, true);
+	EXPECT_EQ(1, written)
+		TH_LOG("%ld blocks written by one fault on page %zu with %lu blocks available "
+		       "(%lu free, %ld reserved clusters): one expected (32 if the look-ahead ran)",
+		       written, pg1, (unsigned long)sv.f_bavail, (unsigned long)sv.f_bfree,
+		       ms_fs_attr_get(dir, "reserved_clusters"));
+	/* and with room again, it runs: 32 more */
+	ASSERT_EQ(0, fallocate(filler, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 512 * PG));
 	ASSERT_EQ(0, fsync(filler));
 	close(filler);
 	ASSERT_EQ(0, statvfs(dir, &sv));
-	sig = fault_page(fd, pages * PG, pg, true, true);
-	EXPECT_EQ(0, sig) TH_LOG("the fault raised signal %d with %lu blocks free", sig,
-				 (unsigned long)sv.f_bfree);
-	EXPECT_TRUE(page_is(fd, pg, 'x'));
+	EXPECT_EQ(0, fault_page(fd, pages * PG, pg2, true, true));
 	written = blocks_of(fd, true);
-	EXPECT_EQ(1, written)
-		TH_LOG("%ld blocks written by one fault on page %zu with %lu blocks free (%lu "
-		       "available, %ld reserved clusters): one expected (32 if the look-ahead ran)",
-		       written, pg, (unsigned long)sv.f_bfree, (unsigned long)sv.f_bavail,
-		       ms_fs_attr_get(dir, "reserved_clusters"));
+	EXPECT_EQ(33, written)
+		TH_LOG("%ld blocks written after a second fault on page %zu with %lu blocks "
+		       "available: 33 expected (1 + the 32 of the look-ahead)", written, pg2,
+		       (unsigned long)sv.f_bavail);
 	close(fd);
 }
 
