@@ -761,23 +761,37 @@ FIXTURE_TEARDOWN(enospc)
 	knob_restore(&self->knob);
 }
 
-/* fill the file system of dir with the file path (as root: the root reserve too) */
-static int fill_fs(const char *path)
+/*
+ * Fill dir's file system with the file path (fallocate, as root: the root
+ * reserve too) until it is full (ENOSPC for a 4 KiB piece) or at most avail
+ * blocks are available (statvfs f_bavail), and sync it.
+ */
+static int fill_fs(const char *dir, const char *path, unsigned long avail)
 {
-	off_t off = 0;
+	off_t off = 0, step = 1 << 20;
+	struct statvfs sv;
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 
 	if (fd < 0)
 		return -1;
-	while (!fallocate(fd, 0, off, 1 << 20))
-		off += 1 << 20;
-	while (!fallocate(fd, 0, off, PG))
-		off += PG;
-	if (errno != ENOSPC) {
-		close(fd);
-		return -1;
+	while (!statvfs(dir, &sv) && sv.f_bavail > avail) {
+		if (sv.f_bavail <= avail + 512)
+			step = PG;
+		if (!fallocate(fd, 0, off, step)) {
+			off += step;
+			continue;
+		}
+		if (errno != ENOSPC)
+			goto fail;
+		if (step == PG)
+			break;
+		step = PG;
 	}
-	return fd;
+	if (!fsync(fd))
+		return fd;
+fail:
+	close(fd);
+	return -1;
 }
 
 TEST_F(enospc, xfs_hint_one_block_and_no_signal)
@@ -794,7 +808,7 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 	snprintf(path, sizeof(self->filler), "%s/filler", dir);
 	fd = make_file(dir, "late", 64 * PG, 64 << 10, 0, 0);
 	ASSERT_LE(0, fd);
-	filler = fill_fs(path);
+	filler = fill_fs(dir, path, 0);
 	ASSERT_LE(0, filler) TH_LOG("filling the file system: %s", strerror(errno));
 	off = lseek(filler, 0, SEEK_END);
 	/* 8 free blocks: fewer than the 16 the hint asks for */
@@ -812,27 +826,6 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 		TH_LOG("%ld blocks allocated with %lu free: one expected",
 		       blocks_of(fd, false), (unsigned long)sv.f_bfree);
 	close(fd);
-}
-
-/* fill dir's file system with the file path until at most avail blocks are available */
-static int fill_until_available(const char *dir, const char *path, unsigned long avail)
-{
-	struct statvfs sv;
-	off_t off = 0;
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-
-	if (fd < 0)
-		return -1;
-	while (!statvfs(dir, &sv) && sv.f_bavail > avail + 512 &&
-	       !fallocate(fd, 0, off, 1 << 20))
-		off += 1 << 20;
-	while (!statvfs(dir, &sv) && sv.f_bavail > avail && !fallocate(fd, 0, off, PG))
-		off += PG;
-	if (statvfs(dir, &sv) || sv.f_bavail > avail || fsync(fd)) {
-		close(fd);
-		return -1;
-	}
-	return fd;
 }
 
 /* the unwritten FIEMAP extents of fd: page n (n >= 1) 32+ blocks inside one, 0 if none */
@@ -884,7 +877,7 @@ TEST_F(enospc, ext4_nearly_full_fs_converts_one_block)
 	pg2 = deep_unwritten_page(fd, 2);
 	ASSERT_NE(0UL, pg2) TH_LOG("fewer than two 64-block windows deep inside the unwritten "
 				   "extents of a 4 MiB fallocated file");
-	filler = fill_until_available(dir, self->filler, 8);
+	filler = fill_fs(dir, self->filler, 8);
 	ASSERT_LE(0, filler) TH_LOG("filling the file system: %s", strerror(errno));
 	ASSERT_EQ(0, statvfs(dir, &sv));
 	sig = fault_page(fd, pages * PG, pg1, true, true);
