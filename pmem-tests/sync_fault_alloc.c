@@ -31,6 +31,8 @@
 #include <fcntl.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -1189,6 +1191,118 @@ TEST(ext4_zeroed_out_unwritten_extent_stays_coherent)
 		TH_LOG("page 1: the mapping reads %#x after pwrite, pread() reads 'X'", rmap[PG]);
 	munmap((void *)rmap, 4 * PG);
 	close(fd);
+}
+
+/*
+ * write(2) racing the look-ahead: in each of 32 windows of 2 MiB (the
+ * look-ahead's range here: a fault zeroes 512 pages), a MAP_SYNC store to
+ * page 0 and, from another thread released at the same moment, a pwrite() of
+ * 'W' to page 511.  The look-ahead zeroes page 511 unless write(2) got there
+ * first, and then must not zero it: every page 511 must read 'W' afterwards.
+ * ext4: a fallocated file, extent_max_zeroout_kb 2048 (zeroing under
+ * i_data_sem before converting is what keeps it; a look-ahead that converts
+ * first and zeroes after, unlocked, loses writes: mutant
+ * lookahead-ext4-zeroes-after-convert); xfs: a sparse file with a 2 MiB hint
+ * (both paths allocate and zero under the ILOCK).  The contract boot has two
+ * vCPUs: the two threads run at once, and 2 MiB of zeroing is long next to a
+ * pwrite().
+ */
+FIXTURE(race) {
+	struct knob knob;
+	int fd;
+};
+
+FIXTURE_VARIANT(race) {
+	enum ms_mount mnt;
+	bool ext4;
+};
+
+FIXTURE_VARIANT_ADD(race, ext4_fallocated) { .mnt = MS_EXT4_DAX, .ext4 = true };
+FIXTURE_VARIANT_ADD(race, xfs_hint_2m) { .mnt = MS_XFS_DAX };
+
+#define RACE_WIN 512
+#define RACE_WINDOWS 32
+#define RACE_LEN ((size_t)RACE_WIN * RACE_WINDOWS * PG)
+
+FIXTURE_SETUP(race)
+{
+	const char *dir = ms_mount_dir(variant->mnt);
+
+	self->fd = -1;
+	self->knob.dir = NULL;
+	if (!dir)
+		SKIP(return, "%s is not set", ms_mount_env(variant->mnt));
+	SKIP_ON_STOCK(true);
+	if (variant->ext4)
+		ASSERT_EQ(0, knob_set(&self->knob, dir, 2048));
+	self->fd = make_file(dir, "race", RACE_LEN, variant->ext4 ? 0 : 2 << 20,
+			     0, variant->ext4 ? RACE_LEN : 0);
+	ASSERT_LE(0, self->fd);
+}
+
+FIXTURE_TEARDOWN(race)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	knob_restore(&self->knob);
+}
+
+struct racer {
+	int fd;
+	int arrived;	/* both threads add 1 per window, then wait for the other */
+	int failed;
+};
+
+static void race_meet(int *arrived, int w)
+{
+	__atomic_add_fetch(arrived, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(arrived, __ATOMIC_SEQ_CST) < 2 * (w + 1))
+		sched_yield();
+}
+
+static void *race_writer(void *arg)
+{
+	struct racer *r = arg;
+	static char buf[PG];
+	int w;
+
+	memset(buf, 0, sizeof(buf));
+	buf[0] = 'W';
+	for (w = 0; w < RACE_WINDOWS; w++) {
+		race_meet(&r->arrived, w);
+		if (pwrite(r->fd, buf, PG, ((size_t)w * RACE_WIN + RACE_WIN - 1) * PG) != (ssize_t)PG)
+			r->failed++;
+	}
+	return NULL;
+}
+
+TEST_F(race, writes_racing_the_lookahead_survive)
+{
+	struct racer r = { .fd = self->fd };
+	size_t lost = 0, first = 0, w;
+	pthread_t t;
+	char *map = map_pte(self->fd, RACE_LEN, PROT_READ | PROT_WRITE, true);
+
+	ASSERT_NE(MAP_FAILED, map) TH_LOG("mmap: %s", strerror(errno));
+	ASSERT_EQ(0, pthread_create(&t, NULL, race_writer, &r));
+	for (w = 0; w < RACE_WINDOWS; w++) {
+		race_meet(&r.arrived, w);
+		map[w * RACE_WIN * PG] = 'x';
+	}
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	ASSERT_EQ(0, r.failed) TH_LOG("%d pwrite() calls failed", r.failed);
+	for (w = 0; w < RACE_WINDOWS; w++) {
+		if (!page_is(self->fd, w * RACE_WIN + RACE_WIN - 1, 'W') ||
+		    map[(w * RACE_WIN + RACE_WIN - 1) * PG] != 'W') {
+			if (!lost++)
+				first = w;
+		}
+		EXPECT_EQ('x', map[w * RACE_WIN * PG]) TH_LOG("window %zu: the store is gone", w);
+	}
+	EXPECT_EQ(0UL, lost) TH_LOG("%zu of %d pwrite()s racing a MAP_SYNC fault in their window "
+				    "were lost (first: page %zu)", lost, RACE_WINDOWS,
+				    first * RACE_WIN + RACE_WIN - 1);
+	munmap(map, RACE_LEN);
 }
 
 /*
