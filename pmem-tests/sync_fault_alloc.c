@@ -748,6 +748,7 @@ TEST_F(extents, one_fault_converts_every_unwritten_extent_of_its_range)
  */
 FIXTURE(enospc) {
 	char filler[4096];
+	char other[4096];	/* another file to remove */
 	struct knob knob;
 	const char *resblks_dir;	/* xfs: its reserve pool to restore */
 	long resblks;
@@ -756,6 +757,7 @@ FIXTURE(enospc) {
 FIXTURE_SETUP(enospc)
 {
 	self->filler[0] = 0;
+	self->other[0] = 0;
 	self->knob.dir = NULL;
 	self->resblks_dir = NULL;
 }
@@ -783,6 +785,8 @@ FIXTURE_TEARDOWN(enospc)
 {
 	if (self->filler[0])
 		unlink(self->filler);	/* whatever failed, free the space again */
+	if (self->other[0])
+		unlink(self->other);
 	knob_restore(&self->knob);
 	if (self->resblks_dir)
 		xfs_resblks(self->resblks_dir, self->resblks);
@@ -857,11 +861,13 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 
 /*
  * xfs: a widened range the allocator can only give in pieces.  The free space
- * is 96 extents of 16 blocks (the file system filled, with the reserve pool
- * emptied first, since its blocks stay free on disk; then every other 16
- * blocks of the filler punched), so a fault in a file with a 2 MiB hint gets
- * its 512 blocks in several extents, one allocation each: all of them
- * written, zeroed, and the rest of the fill takes no synchronous fault.
+ * is 96 extents of 16 blocks that hold old data (every other 16 blocks of a
+ * 12 MiB file of STALE words punched, after the file system was filled with
+ * the reserve pool emptied first, since its blocks stay free on disk), so a
+ * fault in a file with a 2 MiB hint gets its 512 blocks in several extents,
+ * one allocation each.  The fault is on the last page, whose block comes in
+ * the last piece: it must map that piece (not the first), every block must be
+ * written and zeroed, and the rest of the fill takes no synchronous fault.
  */
 #define PIECE 16
 #define PIECES 96
@@ -870,61 +876,79 @@ TEST_F(enospc, xfs_hint_range_in_several_free_extents)
 {
 	static struct fiemap_extent ext[1024];
 	const char *dir = ms_mount_dir(MS_XFS_DAX);
-	size_t pages = (2UL << 20) / PG, pg, bad = 0;
-	off_t off, at;
+	size_t pages = (2UL << 20) / PG, pg, bad = 0, j;
 	long got;
-	int fd, filler, n, syncs, i;
+	int fd, filler, sfd, n, syncs, i, stale = 0;
 	char *map;
 
 	if (!dir)
 		SKIP(return, "%s is not set", ms_mount_env(MS_XFS_DAX));
 	SKIP_ON_STOCK(true);
 	snprintf(self->filler, sizeof(self->filler), "%s/filler", dir);
+	snprintf(self->other, sizeof(self->other), "%s/pieces-stale", dir);
 	fd = make_file(dir, "pieces", pages * PG, 2 << 20, 0, 0);
 	ASSERT_LE(0, fd);
+	/* 12 MiB of STALE words, written before the fill: contiguous on disk */
+	for (j = 0; j < sizeof(stale_buf) / sizeof(stale_buf[0]); j++)
+		stale_buf[j] = STALE;
+	sfd = open(self->other, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, sfd) TH_LOG("%s: %s", self->other, strerror(errno));
+	for (i = 0; i < PIECES * 2 * PIECE * (int)PG / (int)sizeof(stale_buf); i++)
+		ASSERT_EQ((ssize_t)sizeof(stale_buf), write(sfd, stale_buf, sizeof(stale_buf)));
+	ASSERT_EQ(0, fsync(sfd));
 	self->resblks = xfs_resblks(dir, -1);
 	ASSERT_LE(0, self->resblks) TH_LOG("xfs_io -x -c resblks %s failed", dir);
 	self->resblks_dir = dir;
 	ASSERT_EQ(0, xfs_resblks(dir, 0));
-	filler = fill_fs(dir, self->filler, 0);
+	/* full but for a few blocks, so that the punches can reserve theirs */
+	filler = fill_fs(dir, self->filler, 32);
 	ASSERT_LE(0, filler) TH_LOG("filling the file system: %s", strerror(errno));
-	off = lseek(filler, 0, SEEK_END) / 2 & ~(off_t)(PG - 1);
-	for (i = 0; i < PIECES; i++) {
-		at = off + (off_t)i * 2 * PIECE * PG;
-		ASSERT_EQ(0, fallocate(filler, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				       at, PIECE * PG)) TH_LOG("punching at %lld: %s",
-							       (long long)at, strerror(errno));
-	}
-	ASSERT_EQ(0, fsync(filler));
 	close(filler);
+	for (i = 0; i < PIECES; i++)
+		ASSERT_EQ(0, fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				       (off_t)i * 2 * PIECE * PG, PIECE * PG))
+			TH_LOG("punch %d: %s", i, strerror(errno));
+	ASSERT_EQ(0, fsync(sfd));
+	close(sfd);
+	sync();		/* the blocks are free once the punches are committed */
 
 	map = map_pte(fd, pages * PG, PROT_READ | PROT_WRITE, true);
 	ASSERT_NE(MAP_FAILED, map) TH_LOG("mmap: %s", strerror(errno));
 	ASSERT_EQ(0, ms_trace_start()) TH_LOG("no fs_dax trace events (tracefs)");
-	EXPECT_EQ(0, ms_touch(map, true));
+	EXPECT_EQ(0, ms_touch(map + (pages - 1) * PG, true));
 	syncs = ms_trace_count("dax_pte_fault_done", ino_of(fd), "NEEDDSYNC");
 	EXPECT_EQ(1, syncs) TH_LOG("the first fault: %d synchronous faults", syncs);
 	got = blocks_of(fd, true);
 	n = ms_fiemap(fd, ext, 1024);
 	EXPECT_EQ((long)pages, got)
-		TH_LOG("%ld blocks written by the first fault, in %d extents: %zu expected "
+		TH_LOG("%ld blocks written by the fault on page %zu, in %d extents: %zu expected "
 		       "(the 2 MiB of the hint, from free extents of %d blocks)",
-		       got, n, pages, PIECE);
+		       got, pages - 1, n, pages, PIECE);
 	if (got == (long)pages)
 		EXPECT_LT(1, n) TH_LOG("the range came in %d extent: the free space was not "
 				       "fragmented, so this case tested nothing", n);
+	EXPECT_TRUE(page_is(fd, pages - 1, 'x'))
+		TH_LOG("page %zu does not read 'x' through pread(): the fault mapped another "
+		       "piece's block", pages - 1);
 
 	ASSERT_EQ(0, ms_trace_start());
-	for (pg = 1; pg < pages; pg++)
+	for (pg = 0; pg < pages - 1; pg++)
 		map[pg * PG] = 'x';
 	syncs = ms_trace_count("dax_pte_fault_done", ino_of(fd), "NEEDDSYNC");
 	EXPECT_EQ(0, syncs) TH_LOG("the rest of the 2 MiB: %d synchronous faults", syncs);
-	for (pg = 0; pg < pages; pg++)
-		if (mem_bytes(map + pg * PG + 1, 0, PG - 1) != PG - 1)
+	for (pg = 0; pg < pages; pg++) {
+		stale += mem_words(map + pg * PG, STALE);
+		if (mem_bytes(map + pg * PG + 1, 0, PG - 1) != PG - 1 || !page_is(fd, pg, 'x'))
 			bad++;
-	EXPECT_EQ(0UL, bad) TH_LOG("%zu pages hold something but zeros beside their 'x'", bad);
+	}
+	EXPECT_EQ(0, stale) TH_LOG("%d words of the punched file's data are readable", stale);
+	EXPECT_EQ(0UL, bad) TH_LOG("%zu pages do not read 'x' then zeros, through the mapping "
+				   "and pread()", bad);
 	munmap(map, pages * PG);
 	close(fd);
+	unlink(self->other);
+	self->other[0] = 0;
+	snprintf(self->other, sizeof(self->other), "%s/pieces", dir);
 }
 
 /* the unwritten FIEMAP extents of fd: page n (n >= 1) 32+ blocks inside one, 0 if none */
@@ -1233,6 +1257,8 @@ FIXTURE_SETUP(race)
 	if (!dir)
 		SKIP(return, "%s is not set", ms_mount_env(variant->mnt));
 	SKIP_ON_STOCK(true);
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "one CPU: the two threads would take turns, not race (boot with --cpus 2)");
 	if (variant->ext4)
 		ASSERT_EQ(0, knob_set(&self->knob, dir, 2048));
 	self->fd = make_file(dir, "race", RACE_LEN, variant->ext4 ? 0 : 2 << 20,
@@ -1242,8 +1268,13 @@ FIXTURE_SETUP(race)
 
 FIXTURE_TEARDOWN(race)
 {
-	if (self->fd >= 0)
+	char path[4096];
+
+	if (self->fd >= 0) {
 		close(self->fd);
+		snprintf(path, sizeof(path), "%s/race", ms_mount_dir(variant->mnt));
+		unlink(path);	/* 64 MiB */
+	}
 	knob_restore(&self->knob);
 }
 
@@ -1321,7 +1352,7 @@ TEST(swapon_refuses_a_dax_file)
 	static char hdr[PG];
 	char path[4096];
 	const char *dir;
-	int fd, ret, err;
+	int fd, ret, err, tried = 0;
 	size_t m;
 
 	/* the swap header mkswap writes: version 1, last page, "SWAPSPACE2" */
@@ -1342,8 +1373,9 @@ TEST(swapon_refuses_a_dax_file)
 		close(fd);
 		ret = swapon(path, 0);
 		err = errno;
+		tried++;
 		if (!ret)
-			swapoff(path);
+			EXPECT_EQ(0, swapoff(path)) TH_LOG("swapoff %s: %s", path, strerror(errno));
 		unlink(path);
 		EXPECT_NE(0, ret) TH_LOG("swapon accepted a swap file on %s (DAX): the look-ahead's "
 					 "IS_SWAPFILE guard is reachable now and wants a case", dir);
@@ -1351,6 +1383,9 @@ TEST(swapon_refuses_a_dax_file)
 			EXPECT_EQ(EINVAL, err) TH_LOG("swapon of a swap file on %s: %s, not EINVAL",
 						      dir, strerror(err));
 	}
+	if (!tried)
+		SKIP(return, "neither %s nor %s is set", ms_mount_env(MS_EXT4_DAX),
+		     ms_mount_env(MS_XFS_DAX));
 }
 
 TEST_HARNESS_MAIN
