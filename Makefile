@@ -42,7 +42,8 @@ help:
 	@echo "  make mutants       build kernels with one deliberate bug each; the suite must kill each"
 	@echo "                     (kill table; MUTANTS='name ...' for a subset; not part of make test)"
 	@echo "  make bench         fault-path benchmark in guest instructions (QEMU icount): stock, the series"
-	@echo "                     without its look-ahead, and patched, 3 repetitions each"
+	@echo "                     without its look-ahead, and patched, 3 repetitions each (TWIN=1: and the"
+	@echo "                     twin build, for the A/A' term of the noise floor)"
 	@echo "  make bench-quick   the same, 1 repetition, fewer faults (a few minutes)"
 	@echo "  make shell         interactive shell in the guest (pmem at build/pmem/pmem0.img)"
 	@echo "  make deps          install missing Debian packages (root; apt-get update first)"
@@ -95,6 +96,8 @@ $(B)/kernel/stock/bzImage: $(KDEPS)
 	kernel-patches/build-kernel.sh stock default
 $(B)/kernel/no-lookahead/bzImage: $(KDEPS) kernel-patches/series $(PATCHES)
 	kernel-patches/build-kernel.sh no-lookahead default
+$(B)/kernel/twin/bzImage: $(KDEPS) kernel-patches/series $(PATCHES) kernel-patches/twin.patch
+	kernel-patches/build-kernel.sh twin default
 $(B)/kernel/stock-debug/bzImage: $(KDEPS)
 	kernel-patches/build-kernel.sh stock debug
 
@@ -146,8 +149,10 @@ else
 TEST_KERNELS := patched stock
 endif
 TEST_IMAGES  := $(foreach k,$(TEST_KERNELS),$(B)/kernel/$(k)$(DBG)/bzImage)
-# stock, the series without its look-ahead (0011, 0012), the series
-BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/no-lookahead/bzImage $(B)/kernel/patched/bzImage
+# stock, the series without its look-ahead (0011, 0012), the series; TWIN=1:
+# and the twin (kernel-patches/twin.patch), for the A/A' term of the floor
+BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/no-lookahead/bzImage $(B)/kernel/patched/bzImage \
+		 $(if $(filter 1,$(TWIN)),$(B)/kernel/twin/bzImage)
 
 test: deps $(TEST_IMAGES) rootfs
 	@qemu/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS)

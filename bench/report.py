@@ -30,6 +30,7 @@ results.json, results.csv (per kernel and cell: medians over repetitions,
 spreads), report.md (printed too) and the plots (gnuplot).
 """
 import csv
+import functools
 import itertools
 import json
 import math
@@ -142,11 +143,42 @@ def aggregate(by, kernels, cells):
     return agg
 
 
+# the guest clock's resolution (ns): the largest step every latency is a
+# multiple of (main() sets it; the hpet clocksource: 10 ns)
+TICK = 1
+
+
+def twin_same_code(c, agg):
+    """Does the twin kernel run the patched kernel's code in cell c?  All but
+    ext4's MAP_SYNC write faults, which the twin sends to ext4_iomap_begin()
+    instead of the look-ahead's ext4_iomap_sync_fault_begin()."""
+    a = agg.get(("patched", c))
+    return not (c[0].startswith("ext4") and c[1] == "sync" and a and a["state"] != "read")
+
+
+def aa_prime(agg, c, m):
+    """The A/A' term of a cell's metric: twin against patched, max(r, 1/r) - 1 of
+    their medians, where the twin runs the same code (twin_same_code); what a
+    different binary alone moves the cell by.  None without a twin."""
+    a, b = agg.get(("twin", c)), agg.get(("patched", c))
+    if not a or not b or not twin_same_code(c, agg) or min(a[m + "_ns"], b[m + "_ns"]) <= 0:
+        return None
+    r = a[m + "_ns"] / b[m + "_ns"]
+    return max(r, 1 / r) - 1
+
+
 def floor(agg, kernels, c, m):
-    """The A/A noise floor of a cell's metric: the larger of stock's and patched's A/A."""
+    """The A/A noise floor of a cell's metric for two kernels: the larger of
+    their A/As (aa()), at least one tick of the guest clock for a percentile
+    (a p50 is a multiple of it), and the A/A' term when a twin ran."""
     vs = [agg[(k, c)].get(m + "_aa") for k in kernels if (k, c) in agg]
     vs = [v for v in vs if v is not None]
-    return max(vs) if vs else None
+    if not vs:
+        return None
+    if m != "mean":
+        vs += [TICK / agg[(k, c)][m + "_ns"] for k in kernels if (k, c) in agg and agg[(k, c)][m + "_ns"] > 0]
+    t = aa_prime(agg, c, m)
+    return max(vs + ([t] if t is not None else []))
 
 
 def perm_p(xs, ys):
@@ -197,11 +229,17 @@ def main():
     by = defaultdict(lambda: defaultdict(list))
     for r in rows:
         by[boots[r["label"]]["kernel"]][cell_key(r)].append(r)
-    kernels = sorted(by, key=lambda k: (k != "stock", k))
+    every = sorted(by, key=lambda k: (k != "stock", k))
     cells = sorted({c for k in by for c in by[k]}, key=lambda c: (FSES.index(c[0]) if c[0] in FSES else 9, c[3], c[2], c[1]))
-    agg = aggregate(by, kernels, cells)
+    agg = aggregate(by, every, cells)
+    # the twin only sets the A/A' term of the floor (floor()); the tables
+    # compare the others
+    kernels = [k for k in every if k != "twin"] or every
     base, new = kernels[0], kernels[-1]
-    nreps = {k: max(a["reps"] for (kk, _), a in agg.items() if kk == k) for k in kernels}
+    global TICK
+    TICK = functools.reduce(math.gcd, (int(r[m]) for r in rows for m in ("p50_ns", "p90_ns", "p99_ns")
+                                       if r.get(m, 0) > 0), 0) or 1
+    nreps = {k: max(a["reps"] for (kk, _), a in agg.items() if kk == k) for k in every}
 
     accels = sorted({b["accel"] for b in boots.values()})
     global UNIT
@@ -259,6 +297,14 @@ def main():
               "the two kernels'" if fewest >= 4 else
               f"with {fewest} repetitions a kernel, the spread (max / min - 1) of each kernel's boots, the "
               "larger of the two kernels'")
+           + f"; for a percentile at least one step of the guest clock (every latency here is a multiple of "
+           f"{TICK} ns)"
+           + ("; and where the twin kernel (the series with ext4's MAP_SYNC write faults sent to the code "
+              "every other fault runs, kernel-patches/twin.patch) runs the patched kernel's code, the A/A' "
+              "term: twin / patched, the same code in another binary, what a rebuild alone moves the cell by "
+              "(every cell but ext4's MAP_SYNC write faults)" if "twin" in every else
+              "; no twin kernel in this run, so no A/A' term: what a rebuild alone moves a cell by is not "
+              "in the floor (make bench TWIN=1)")
            + ". \"within\" means the ratio of the two kernels is inside it."]
     md += table_nobody(agg, kernels, cells, base, new)
     if "no-lookahead" in kernels:
@@ -335,6 +381,9 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
                f"{n} would show one by chance, two tests a cell at 5% each)."]
     how = ("the spread max / min - 1 of each kernel's boots, the larger" if reps < 4 else
            "a single A/A draw per kernel in arms of 2, so with no effect about a third fall outside it by chance")
+    how += f"; the p50's at least one {TICK} ns step of the guest clock"
+    how += ("; and the A/A' term, twin / patched, where the twin runs the same code" if any(k == "twin" for k, _ in agg)
+            else "; no A/A' term (no twin kernel in this run)")
     if reps < 2:
         md += ["", f"One boot a kernel: no A/A floor. The same blocks and synchronous faults on both kernels "
                f"(data blocks; the extent tree may differ by a block) in {nsame} of {n}."]
@@ -565,8 +614,10 @@ def check(rows, boots, quick):
                       "has no result for this cell")
     nobody = defaultdict(set)
     for i, r in enumerate(rows, 1):
-        # the series without its look-ahead (bench's no-lookahead kernel) allocates as stock does
-        stock = boots[r["label"]]["kernel"] in ("stock", "no-lookahead")
+        # the series without its look-ahead (bench's no-lookahead kernel) allocates as stock does;
+        # so does the twin on ext4 (its MAP_SYNC faults take ext4_iomap_begin()), not on xfs
+        k = boots[r["label"]]["kernel"]
+        stock = k in ("stock", "no-lookahead") or (k == "twin" and r["fs"].startswith("ext4"))
         want_sync, want_blocks = model(r, stock)
         problems = []
         if want_sync is not None and r["sync_faults"] != want_sync:

@@ -1,13 +1,17 @@
 #!/bin/bash
 # Build one flavour of the mapsync kernel out of tree.
 #
-#   kernel-patches/build-kernel.sh patched|stock|no-lookahead|mutant [default|debug|gdb]
+#   kernel-patches/build-kernel.sh patched|stock|no-lookahead|twin|mutant [default|debug|gdb]
 #
 # patched: Debian's linux-source-6.12 with kernel-patches/series applied.
 # stock:   the same tree with no patches.
 # no-lookahead: the series without 0011 and 0012 (the MAP_SYNC allocation
 #          look-ahead), for bench/: what the look-ahead itself costs files
 #          that did not ask for it.
+# twin:    the series plus kernel-patches/twin.patch, which sends MAP_SYNC
+#          write faults on ext4 to the code every other fault runs: nearly
+#          the code of patched in another binary, for bench/'s A/A' floor
+#          (what a rebuild alone moves a cell by); built in the mutant tree.
 # mutant:  the patched tree plus the one deliberate breakage named by
 #          MAPSYNC_MUTANT=kernel-patches/mutants/NAME.patch (make mutants);
 #          the bzImage goes to build/kernel/mutant-NAME/.
@@ -26,7 +30,7 @@
 # compile only the files their patches change; the rest are cache hits.
 set -euo pipefail
 
-flavour=${1:?usage: build-kernel.sh patched|stock|no-lookahead|mutant [default|debug|gdb]}
+flavour=${1:?usage: build-kernel.sh patched|stock|no-lookahead|twin|mutant [default|debug|gdb]}
 kconfig=${2:-default}
 top=$(cd "$(dirname "$0")/.." && pwd)
 here=$top/kernel-patches
@@ -39,11 +43,12 @@ step() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
 
 case $flavour in
 patched|stock|no-lookahead) ;;
+twin) mutant=$here/twin.patch ;;
 mutant)
 	mutant=${MAPSYNC_MUTANT:?mutant: set MAPSYNC_MUTANT to a patch in kernel-patches/mutants/}
 	[ -f "$mutant" ] || die "no mutant patch $mutant"
 	mutant=$(cd "$(dirname "$mutant")" && pwd)/$(basename "$mutant") ;;
-*) die "unknown flavour '$flavour' (patched, stock, no-lookahead or mutant)";;
+*) die "unknown flavour '$flavour' (patched, stock, no-lookahead, twin or mutant)";;
 esac
 case $kconfig in
 default) fragments=("$here/mapsync.config"); objname=$flavour ;;
@@ -56,10 +61,13 @@ command -v flex >/dev/null && command -v bison >/dev/null && command -v bc >/dev
 	die "flex, bison or bc missing: run 'make deps'"
 
 [ "$flavour" = mutant ] && objname=mutant-$(basename "$mutant" .patch)
-srcroot=$build/kernel/src-$flavour
+tree=$flavour
+[ "$flavour" = twin ] && tree=mutant	# one patch more than the series, as a mutant
+srcroot=$build/kernel/src-$tree
 src=$srcroot/linux-source-6.12
 obj=$src/out-$kconfig	# a child of $src: Kbuild's srctree is ".."
 link=$build/kernel/obj-${objname/#mutant-*/mutant}
+[ "$flavour" != twin ] || link=$build/kernel/obj-mutant
 mkdir -p "$srcroot" "$logs"
 # one build at a time per tree (make mutants and a make test may overlap)
 exec 9> "$srcroot.lock"
@@ -110,12 +118,12 @@ if [ "$flavour" = patched ] || [ "$flavour" = no-lookahead ] && [ -f "$here/seri
 	# MAPSYNC_SERIES_LIMIT=N: only the first N patches (check-series.sh)
 	[ -z "${MAPSYNC_SERIES_LIMIT:-}" ] || want=("${want[@]:0:$MAPSYNC_SERIES_LIMIT}")
 fi
-if [ "$flavour" = mutant ]; then
+if [ "$flavour" = mutant ] || [ "$flavour" = twin ]; then
 	while read -r p _; do
 		case $p in ''|'#'*) continue;; esac
 		want+=("$p")
 	done < "$here/series"
-	want+=("mutants/$(basename "$mutant")")
+	want+=("${mutant#"$here"/}")
 fi
 mapfile -t have < <(cd "$applied" && ls | sort)
 keep=0
