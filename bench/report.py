@@ -156,12 +156,16 @@ def twin_same_code(c, agg):
     return not (c[0].startswith("ext4") and c[1] == "sync" and a and a["state"] != "read")
 
 
-def aa_prime(agg, c, m):
-    """The A/A' term of a cell's metric: twin against patched, max(r, 1/r) - 1 of
-    their medians, where the twin runs the same code (twin_same_code); what a
-    different binary alone moves the cell by.  None without a twin."""
+def aa_prime(agg, kernels, c, m):
+    """The A/A' term of a cell's metric, for a comparison that involves the
+    patched kernel: twin against patched, max(r, 1/r) - 1 of their medians,
+    where the twin runs the same code (twin_same_code); what a different
+    binary of the same code moved the cell by.  One draw, so a verdict it
+    decides is "rebuild" (as far as a rebuild moves it), never "within".
+    None without a twin, or for a comparison without patched."""
     a, b = agg.get(("twin", c)), agg.get(("patched", c))
-    if not a or not b or not twin_same_code(c, agg) or min(a[m + "_ns"], b[m + "_ns"]) <= 0:
+    if "patched" not in kernels or not a or not b or not twin_same_code(c, agg) \
+            or min(a[m + "_ns"], b[m + "_ns"]) <= 0:
         return None
     r = a[m + "_ns"] / b[m + "_ns"]
     return max(r, 1 / r) - 1
@@ -169,16 +173,15 @@ def aa_prime(agg, c, m):
 
 def floor(agg, kernels, c, m):
     """The A/A noise floor of a cell's metric for two kernels: the larger of
-    their A/As (aa()), at least one tick of the guest clock for a percentile
-    (a p50 is a multiple of it), and the A/A' term when a twin ran."""
+    their A/As (aa()), and at least one tick of the guest clock for a
+    percentile (a p50 is a multiple of it)."""
     vs = [agg[(k, c)].get(m + "_aa") for k in kernels if (k, c) in agg]
     vs = [v for v in vs if v is not None]
     if not vs:
         return None
     if m != "mean":
         vs += [TICK / agg[(k, c)][m + "_ns"] for k in kernels if (k, c) in agg and agg[(k, c)][m + "_ns"] > 0]
-    t = aa_prime(agg, c, m)
-    return max(vs + ([t] if t is not None else []))
+    return max(vs)
 
 
 def perm_p(xs, ys):
@@ -240,6 +243,7 @@ def main():
     TICK = functools.reduce(math.gcd, (int(r[m]) for r in rows for m in ("p50_ns", "p90_ns", "p99_ns")
                                        if r.get(m, 0) > 0), 0) or 1
     nreps = {k: max(a["reps"] for (kk, _), a in agg.items() if kk == k) for k in every}
+    fewest = min(nreps[k] for k in kernels)
 
     accels = sorted({b["accel"] for b in boots.values()})
     global UNIT
@@ -289,7 +293,6 @@ def main():
         md += ["", f"Two clock reads with nothing between them (faultbench's clock_ns, in every latency "
                f"alike): median {clocks[len(clocks) // 2]} ns over every cell of every boot, range "
                f"{clocks[0]}-{clocks[-1]} ns" + (" (guest virtual ns: instructions)." if UNIT != "µs" else ".")]
-    fewest = min(nreps.values())
     md += ["", "Every figure is the median over the repetitions of a kernel. A/A floor of a cell, for a "
            "comparison of two kernels: "
            + ("each kernel's boots split into two arms (repetitions 1 and 4 against 2 and 3: a linear drift "
@@ -299,13 +302,14 @@ def main():
               "larger of the two kernels'")
            + f"; for a percentile at least one step of the guest clock (every latency here is a multiple of "
            f"{TICK} ns)"
-           + ("; and where the twin kernel (the series with ext4's MAP_SYNC write faults sent to the code "
-              "every other fault runs, kernel-patches/twin.patch) runs the patched kernel's code, the A/A' "
-              "term: twin / patched, the same code in another binary, what a rebuild alone moves the cell by "
-              "(every cell but ext4's MAP_SYNC write faults)" if "twin" in every else
-              "; no twin kernel in this run, so no A/A' term: what a rebuild alone moves a cell by is not "
-              "in the floor (make bench TWIN=1)")
-           + ". \"within\" means the ratio of the two kernels is inside it."]
+           + ". \"within\" means the ratio of the two kernels is inside it."
+           + (" The twin kernel (the series with ext4's MAP_SYNC write faults sent to the code every other "
+              "fault runs, kernel-patches/twin.patch) runs the patched kernel's code in another binary on "
+              "every cell but ext4's MAP_SYNC write faults: in a comparison with patched, a cell outside "
+              "the A/A floor but no farther from 1 than twin / patched is \"rebuild\": as far as a "
+              "rebuild alone moves it." if "twin" in every else
+              " No twin kernel in this run: what a rebuild alone moves a cell by is not measured "
+              "(make bench TWIN=1).")]
     md += table_nobody(agg, kernels, cells, base, new)
     if "no-lookahead" in kernels:
         md += table_nobody(agg, kernels, cells, "no-lookahead", new,
@@ -335,11 +339,13 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
               f"and {new}'s boots); blocks allocated per page written, and synchronous faults, on each "
               f"kernel; the difference of the mean per fault.")
     md.append("")
+    twin = any(k == "twin" for k, _ in agg) and "patched" in (base, new)
     md.append(f"| fs | map | fill | place | mean ratio | A/A floor (mean) | p (mean) | p50 ratio | A/A floor (p50) | "
               f"p (p50) | p99 ratio | within A/A? | unchanged? | blocks / pages {base} → {new} | "
-              f"sync faults {base} → {new} | {new} − {base}, mean per fault ({'instructions' if UNIT != 'µs' else 'ns'}) |")
-    md.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    n = nin = nsame = nsig = 0
+              f"sync faults {base} → {new} | {new} − {base}, mean per fault ({'instructions' if UNIT != 'µs' else 'ns'}) |"
+              + (" twin / patched, mean; p50 |" if twin else ""))
+    md.append("| --- " * (17 if twin else 16) + "|")
+    n = nin = nsame = nsig = nreb = 0
     nd = 4 if UNIT != "µs" else 2	# icount: differences of a few parts in 10,000 are measurable
     outside = []
     # boots a kernel (the fewest of the two): with fewer than 4 the
@@ -353,6 +359,10 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
         rm, r50, r99 = ratio(a["mean_ns"], b["mean_ns"]), ratio(a["p50_ns"], b["p50_ns"]), ratio(a["p99_ns"], b["p99_ns"])
         fm, f50 = floor(agg, (base, new), c, "mean"), floor(agg, (base, new), c, "p50")
         ok = within(rm, fm) and within(r50, f50)
+        tm, t50 = aa_prime(agg, (base, new), c, "mean"), aa_prime(agg, (base, new), c, "p50")
+        # outside the A/A floor, but no farther than the twin from patched
+        reb = not ok and fm is not None and tm is not None and t50 is not None and \
+            within(rm, max(fm, tm)) and within(r50, max(f50, t50))
         same = same_counts({(x, y, a["faults"]) for x in a["sync_set"] + b["sync_set"]
                             for y in a["blocks_set"] + b["blocks_set"]}, aged_slack(c))
         pm, p50 = (perm_p(b["mean_reps"], a["mean_reps"]), perm_p(b["p50_reps"], a["p50_reps"])) if reps >= 4 \
@@ -360,16 +370,19 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
         sig = pm is not None and p50 is not None and min(pm, p50) < 0.05
         n += 1
         nin += ok
+        nreb += reb
         nsame += same
         nsig += sig
-        verdict = "no A/A (1 repetition)" if fm is None else ("within" if ok else "outside")
+        verdict = "no A/A (1 repetition)" if fm is None else ("within" if ok else "rebuild" if reb else "outside")
         if fm is not None and not ok:
-            outside.append(max(abs(math.log(rm)), abs(math.log(r50))))
+            # how far the metrics that are outside lie from 1
+            outside.append(max([abs(math.log(rm))] * (not within(rm, fm)) + [abs(math.log(r50))] * (not within(r50, f50))))
         unchanged = "-" if pm is None or p50 is None else ("**no**" if sig else "yes")
         md.append(f"| {' | '.join(c)} | {rm:.{nd}f} | {pct(fm)} | {pstr(pm)} | {r50:.{nd}f} | {pct(f50)} | {pstr(p50)} | "
                   f"{r99:.{nd}f} | {verdict} | {unchanged} | "
                   f"{space_s(b)} → {space_s(a)} | {b['sync_faults']:.0f} → {a['sync_faults']:.0f} | "
-                  f"{a['mean_ns'] - b['mean_ns']:+.0f} |")
+                  f"{a['mean_ns'] - b['mean_ns']:+.0f} |"
+                  + ((f" {pct(tm)}; {pct(t50)} |" if tm is not None and t50 is not None else " - |") if twin else ""))
     if not n:
         return md + ["", "No cell of a file nobody asked for in this run."]
     if reps < 4:
@@ -382,15 +395,17 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
     how = ("the spread max / min - 1 of each kernel's boots, the larger" if reps < 4 else
            "a single A/A draw per kernel in arms of 2, so with no effect about a third fall outside it by chance")
     how += f"; the p50's at least one {TICK} ns step of the guest clock"
-    how += ("; and the A/A' term, twin / patched, where the twin runs the same code" if any(k == "twin" for k, _ in agg)
-            else "; no A/A' term (no twin kernel in this run)")
+    how += ("" if twin else "; no twin kernel in this comparison (make bench TWIN=1)")
     if reps < 2:
         md += ["", f"One boot a kernel: no A/A floor. The same blocks and synchronous faults on both kernels "
                f"(data blocks; the extent tree may differ by a block) in {nsame} of {n}."]
         return md
     md += ["", f"{nin} of {n} cells within the A/A floor (mean and p50: {how})"
-           + (f"; the {len(outside)} outside it differ by at most {100 * (math.exp(max(outside)) - 1):.2f}%"
-              if outside else "")
+           + (f"; the {len(outside)} outside it differ by at most {100 * (math.exp(max(outside)) - 1):.2f}% "
+              "(the metric outside)" if outside else "")
+           + (f"; of those, {nreb} no farther from 1 than the twin is from patched (\"rebuild\": as far as "
+              "another binary of the same code moves the cell, so no cost of the change can be told there; "
+              "one twin boot set per cell, not a floor)" if twin else "")
            + "; the same blocks and synchronous "
            f"faults on both kernels (data blocks; the extent tree may differ by a block) in {nsame} of {n}."]
     return md
