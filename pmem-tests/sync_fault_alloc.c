@@ -1218,18 +1218,20 @@ TEST(ext4_zeroed_out_unwritten_extent_stays_coherent)
 }
 
 /*
- * write(2) racing the look-ahead: in each of 32 windows of 2 MiB (the
+ * write(2) racing the look-ahead: in each of 64 windows of 2 MiB (the
  * look-ahead's range here: a fault zeroes 512 pages), a MAP_SYNC store to
  * page 0 and, from another thread released at the same moment, a pwrite() of
- * 'W' to page 511.  The look-ahead zeroes page 511 unless write(2) got there
- * first, and then must not zero it: every page 511 must read 'W' afterwards.
- * ext4: a fallocated file, extent_max_zeroout_kb 2048 (zeroing under
- * i_data_sem before converting is what keeps it; a look-ahead that converts
- * first and zeroes after, unlocked, loses writes: mutant
- * lookahead-ext4-zeroes-after-convert); xfs: a sparse file with a 2 MiB hint
- * (both paths allocate and zero under the ILOCK).  The contract boot has two
- * vCPUs: the two threads run at once, and 2 MiB of zeroing is long next to a
- * pwrite().
+ * 'W' to page 511 after a delay that sweeps 0 to 1.9 times the time of one
+ * such fault (measured first, on a window of its own) in 16 steps, four times
+ * over: so that some pwrite() lands while the fault converts and zeroes,
+ * whichever of the two threads the host runs first.  The look-ahead zeroes
+ * page 511 unless write(2) got there first, and then must not zero it: every
+ * page 511 must read 'W' afterwards.  ext4: a fallocated file,
+ * extent_max_zeroout_kb 2048 (zeroing under i_data_sem before converting is
+ * what keeps it; a look-ahead that converts first and zeroes after, unlocked,
+ * loses writes: mutant lookahead-ext4-zeroes-after-convert); xfs: a sparse
+ * file with a 2 MiB hint (both paths allocate and zero under the ILOCK).  The
+ * contract boot has two vCPUs: the two threads run at once.
  */
 FIXTURE(race) {
 	struct knob knob;
@@ -1245,8 +1247,10 @@ FIXTURE_VARIANT_ADD(race, ext4_fallocated) { .mnt = MS_EXT4_DAX, .ext4 = true };
 FIXTURE_VARIANT_ADD(race, xfs_hint_2m) { .mnt = MS_XFS_DAX };
 
 #define RACE_WIN 512
-#define RACE_WINDOWS 32
-#define RACE_LEN ((size_t)RACE_WIN * RACE_WINDOWS * PG)
+#define RACE_WINDOWS 64
+#define RACE_STEPS 16
+/* one more window, the last, to time a fault alone */
+#define RACE_LEN ((size_t)RACE_WIN * (RACE_WINDOWS + 1) * PG)
 
 FIXTURE_SETUP(race)
 {
@@ -1273,7 +1277,7 @@ FIXTURE_TEARDOWN(race)
 	if (self->fd >= 0) {
 		close(self->fd);
 		snprintf(path, sizeof(path), "%s/race", ms_mount_dir(variant->mnt));
-		unlink(path);	/* 64 MiB */
+		unlink(path);	/* 130 MiB */
 	}
 	knob_restore(&self->knob);
 }
@@ -1282,7 +1286,22 @@ struct racer {
 	int fd;
 	int arrived;	/* both threads add 1 per window, then wait for the other */
 	int failed;
+	long long fault_ns;	/* one MAP_SYNC fault of a window, alone */
 };
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* the writer's delay in window w: 0 to 1.9 fault times, in RACE_STEPS steps */
+static long long race_delay(const struct racer *r, int w)
+{
+	return r->fault_ns * (w % RACE_STEPS) / (RACE_STEPS / 2);
+}
 
 static void race_meet(int *arrived, int w)
 {
@@ -1300,7 +1319,12 @@ static void *race_writer(void *arg)
 	memset(buf, 0, sizeof(buf));
 	buf[0] = 'W';
 	for (w = 0; w < RACE_WINDOWS; w++) {
+		long long until;
+
 		race_meet(&r->arrived, w);
+		until = now_ns() + race_delay(r, w);
+		while (now_ns() < until)
+			;
 		if (pwrite(r->fd, buf, PG, ((size_t)w * RACE_WIN + RACE_WIN - 1) * PG) != (ssize_t)PG)
 			r->failed++;
 	}
@@ -1311,10 +1335,15 @@ TEST_F(race, writes_racing_the_lookahead_survive)
 {
 	struct racer r = { .fd = self->fd };
 	size_t lost = 0, first = 0, w;
+	char steps[RACE_WINDOWS * 3 + 1] = "";
+	long long t0;
 	pthread_t t;
 	char *map = map_pte(self->fd, RACE_LEN, PROT_READ | PROT_WRITE, true);
 
 	ASSERT_NE(MAP_FAILED, map) TH_LOG("mmap: %s", strerror(errno));
+	t0 = now_ns();
+	map[(size_t)RACE_WINDOWS * RACE_WIN * PG] = 'x';
+	r.fault_ns = now_ns() - t0;
 	ASSERT_EQ(0, pthread_create(&t, NULL, race_writer, &r));
 	for (w = 0; w < RACE_WINDOWS; w++) {
 		race_meet(&r.arrived, w);
@@ -1327,12 +1356,16 @@ TEST_F(race, writes_racing_the_lookahead_survive)
 		    map[(w * RACE_WIN + RACE_WIN - 1) * PG] != 'W') {
 			if (!lost++)
 				first = w;
+			snprintf(steps + strlen(steps), sizeof(steps) - strlen(steps), " %zu",
+				 w % RACE_STEPS);
 		}
 		EXPECT_EQ('x', map[w * RACE_WIN * PG]) TH_LOG("window %zu: the store is gone", w);
 	}
 	EXPECT_EQ(0UL, lost) TH_LOG("%zu of %d pwrite()s racing a MAP_SYNC fault in their window "
-				    "were lost (first: page %zu)", lost, RACE_WINDOWS,
-				    first * RACE_WIN + RACE_WIN - 1);
+				    "were lost (first: page %zu; one fault took %lld us; lost at delay "
+				    "steps%s, of %d, a step an eighth of a fault)", lost, RACE_WINDOWS,
+				    first * RACE_WIN + RACE_WIN - 1, r.fault_ns / 1000, steps,
+				    RACE_STEPS);
 	munmap(map, RACE_LEN);
 }
 
