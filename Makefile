@@ -43,7 +43,7 @@ help:
 	@echo "                     (kill table; MUTANTS='name ...' for a subset; not part of make test)"
 	@echo "  make bench         fault-path benchmark in guest instructions (QEMU icount): stock, the series"
 	@echo "                     without its look-ahead, and patched, 3 repetitions each (TWIN=1: and the"
-	@echo "                     twin build, for the A/A' term of the noise floor)"
+	@echo "                     twin build: what a rebuild alone moves a cell by)"
 	@echo "  make bench-quick   the same, 1 repetition, fewer faults (a few minutes)"
 	@echo "  make shell         interactive shell in the guest (pmem at build/pmem/pmem0.img)"
 	@echo "  make deps          install missing Debian packages (root; apt-get update first)"
@@ -150,7 +150,7 @@ TEST_KERNELS := patched stock
 endif
 TEST_IMAGES  := $(foreach k,$(TEST_KERNELS),$(B)/kernel/$(k)$(DBG)/bzImage)
 # stock, the series without its look-ahead (0011, 0012), the series; TWIN=1:
-# and the twin (kernel-patches/twin.patch), for the A/A' term of the floor
+# and the twin (kernel-patches/twin.patch), what a rebuild alone moves a cell by (report.py's "rebuild")
 BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/no-lookahead/bzImage $(B)/kernel/patched/bzImage \
 		 $(if $(filter 1,$(TWIN)),$(B)/kernel/twin/bzImage)
 

@@ -235,7 +235,7 @@ def main():
     every = sorted(by, key=lambda k: (k != "stock", k))
     cells = sorted({c for k in by for c in by[k]}, key=lambda c: (FSES.index(c[0]) if c[0] in FSES else 9, c[3], c[2], c[1]))
     agg = aggregate(by, every, cells)
-    # the twin only sets the A/A' term of the floor (floor()); the tables
+    # the twin only decides the "rebuild" verdict (aa_prime()); the tables
     # compare the others
     kernels = [k for k in every if k != "twin"] or every
     base, new = kernels[0], kernels[-1]

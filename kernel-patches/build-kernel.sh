@@ -10,7 +10,7 @@
 #          that did not ask for it.
 # twin:    the series plus kernel-patches/twin.patch, which sends MAP_SYNC
 #          write faults on ext4 to the code every other fault runs: nearly
-#          the code of patched in another binary, for bench/'s A/A' floor
+#          the code of patched in another binary, for bench/'s "rebuild" verdict
 #          (what a rebuild alone moves a cell by); built in the mutant tree.
 # mutant:  the patched tree plus the one deliberate breakage named by
 #          MAPSYNC_MUTANT=kernel-patches/mutants/NAME.patch (make mutants);
