@@ -20,9 +20,13 @@
  *              the rest of an unwritten extent stays unwritten; never old
  *              data of freed blocks; near ENOSPC one block, no signal
  *   extents    ext4: one fault converts every fallocated extent of its range
+ *   enospc     near ENOSPC one block, no signal; xfs: a range the allocator
+ *              gives in pieces is all written, and the fault maps its piece
  *   coherence  a mapping that read the zero page sees what write(2) or an
  *              O_DIRECT write puts into a look-ahead block, in this process
  *              and in another
+ *   race       a pwrite() racing the look-ahead's zeroing survives (two vCPUs)
+ *   swapon     a DAX file cannot be a swap file (why the swap guard is dead)
  *
  * With MAPSYNC_KERNEL=stock the cases that need the look-ahead skip (the
  * stock kernel has no look-ahead); the cases that say what must not change
