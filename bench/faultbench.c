@@ -25,7 +25,7 @@
  *
  * Each fault is the first touch of one page (or 2 MiB extent), timed with
  * CLOCK_MONOTONIC around the access, after a warm-up of (at most) 64 faults
- * of the same kind on another file.  Writes every latency (ns) to
+ * of the same kind on another file and a syncfs() of the file system.  Writes every latency (ns) to
  * RAWPREFIX-MAP-FILL-PLACE.txt (FILL: the cell's name, below), and
  * prints one line "BENCH {json}" with percentiles, the msync time
  * (msync-end), the synchronous faults counted by a kprobe on
@@ -312,6 +312,15 @@ usage:
 		sprintf(fill + strlen(fill), "-%s", kb_name(len >> 10, b1));
 
 	p = map_file(fd, len, flags, place);
+	/*
+	 * Start from a quiet file system: what the cells before (and the
+	 * warm-up's unlink) left in the journal or log is committed first.
+	 * Without it, xfs's MAP_SHARED random fill cost twice as much in some
+	 * boots as in others of the same kernel (the frees of the cell before
+	 * still busy, or not, when it began).
+	 */
+	if (syncfs(fd))
+		die("syncfs");
 	if (trace_setup())
 		die("kprobe on dax_finish_sync_fault (tracefs, KPROBE_EVENTS)");
 	clock_ns = clock_cost_ns();
