@@ -20,20 +20,25 @@
  *              the rest of an unwritten extent stays unwritten; never old
  *              data of freed blocks; near ENOSPC one block, no signal
  *   extents    ext4: one fault converts every fallocated extent of its range
- *   enospc     near ENOSPC one block, no signal; xfs: a range the allocator
- *              gives in pieces is all written, and the fault maps its piece
+ *   enospc     near ENOSPC one block, no signal (xfs: a fallocated range is
+ *              still converted whole); xfs: a range the allocator gives in
+ *              pieces is all written, and the fault maps its piece
  *   coherence  a mapping that read the zero page sees what write(2) or an
  *              O_DIRECT write puts into a look-ahead block, in this process
  *              and in another
+ *   quota      xfs: near a user's quota limit one block and no blockgc scan;
+ *              the range charged to the owner's quota, block for block
  *   race       a pwrite() racing the look-ahead's zeroing survives (two vCPUs)
  *   swapon     a DAX file cannot be a swap file (why the swap guard is dead)
  *
  * With MAPSYNC_KERNEL=stock the cases that need the look-ahead skip (the
  * stock kernel has no look-ahead); the cases that say what must not change
- * run on both kernels.
+ * run on both kernels, and so do the two xfs cases near ENOSPC and near a
+ * quota limit, where stock's SIGBUS is a bug (expected-stock-failures).
  */
 #include <fcntl.h>
 #include <linux/fiemap.h>
+#include <linux/dqblk_xfs.h>
 #include <linux/fs.h>
 #include <pthread.h>
 #include <sched.h>
@@ -41,6 +46,8 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/quota.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/swap.h>
@@ -748,7 +755,8 @@ TEST_F(extents, one_fault_converts_every_unwritten_extent_of_its_range)
  * Near ENOSPC the allocation is not widened (xfs: no blockgc scan per fault
  * for blocks nobody asked for): the fault gets its one block, no SIGBUS.
  * (Stock xfs reserves for the hint-aligned range and allocates one block:
- * with a hint and 12 blocks free, this fault gets SIGBUS there.)
+ * with a hint and 8 blocks free, this fault gets SIGBUS there, a bug 0012
+ * fixes; the xfs case runs on both kernels.)
  */
 FIXTURE(enospc) {
 	char filler[4096];
@@ -839,7 +847,6 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 
 	if (!dir)
 		SKIP(return, "%s is not set", ms_mount_env(MS_XFS_DAX));
-	SKIP_ON_STOCK(true);
 	snprintf(path, sizeof(self->filler), "%s/filler", dir);
 	fd = make_file(dir, "late", 64 * PG, 64 << 10, 0, 0);
 	ASSERT_LE(0, fd);
@@ -860,6 +867,49 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 	EXPECT_EQ(1, blocks_of(fd, false))
 		TH_LOG("%ld blocks allocated with %lu free: one expected",
 		       blocks_of(fd, false), (unsigned long)sv.f_bfree);
+	close(fd);
+}
+
+/*
+ * xfs, a fallocated file with a hint: converting an unwritten extent reserves
+ * bmbt blocks alone, so near ENOSPC the range is still converted whole (the
+ * space test is for holes).  With 8 blocks free, a store on page 1 writes
+ * pages 0-15, the 64 KiB of the hint, and no signal.
+ */
+TEST_F(enospc, xfs_hint_fallocated_converts_the_range)
+{
+	const char *dir = ms_mount_dir(MS_XFS_DAX);
+	char *path = self->filler;
+	struct statvfs sv;
+	long written;
+	off_t off;
+	int fd, filler, sig;
+
+	if (!dir)
+		SKIP(return, "%s is not set", ms_mount_env(MS_XFS_DAX));
+	SKIP_ON_STOCK(true);
+	snprintf(path, sizeof(self->filler), "%s/filler", dir);
+	fd = make_file(dir, "late", 64 * PG, 64 << 10, 0, 64 * PG);
+	ASSERT_LE(0, fd);
+	filler = fill_fs(dir, path, 0);
+	ASSERT_LE(0, filler) TH_LOG("filling the file system: %s", strerror(errno));
+	off = lseek(filler, 0, SEEK_END);
+	ASSERT_EQ(0, fallocate(filler, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			       off / 2 & ~(off_t)(PG - 1), 8 * PG));
+	ASSERT_EQ(0, fsync(filler));
+	close(filler);
+	sync();
+	ASSERT_EQ(0, statvfs(dir, &sv));
+	sig = fault_page(fd, 64 * PG, 1, true, true);
+	EXPECT_EQ(0, sig) TH_LOG("the fault raised signal %d with %lu blocks free", sig,
+				 (unsigned long)sv.f_bfree);
+	EXPECT_TRUE(page_is(fd, 1, 'x'));
+	written = blocks_of(fd, true);
+	EXPECT_EQ(16, written)
+		TH_LOG("%ld blocks written by one fault into a fallocated file with a 64 KiB hint, "
+		       "%lu blocks free: 16 expected (1: the space test of holes applied to a "
+		       "conversion)", written, (unsigned long)sv.f_bfree);
+	EXPECT_EQ(64, blocks_of(fd, false));
 	close(fd);
 }
 
@@ -1029,6 +1079,226 @@ TEST_F(enospc, ext4_nearly_full_fs_converts_one_block)
 		       "available: 33 expected (1 + the 32 of the look-ahead)", written, pg2,
 		       (unsigned long)sv.f_bavail);
 	close(fd);
+}
+
+/* ------------------------------------------------------------------ */
+
+/*
+ * xfs quotas (the look-ahead's space is the owner's space): the xfs DAX mount
+ * is mounted again with -o uquota for the case, and back as it was after it.
+ * A user 12 blocks below the hard limit of its quota (under 1% of it, where
+ * xfs runs a blockgc scan before it fails a reservation), with no soft limit
+ * or with the soft limit at the hard one, faults into a file with an extent
+ * size hint: the fault gets its one block, charged as one, no signal, and no
+ * scan (a widened attempt would fail its quota reservation and scan, in every
+ * such fault; xfs_inode_near_dquot_enforcement(), 0012's first test, said
+ * "not near" with the soft limit at the hard one).  Far from the
+ * limit, a fault gets the hint's range and the quota is charged for exactly
+ * the blocks allocated.  (Stock xfs reserves for the hint-aligned range and
+ * allocates one block: near the limit its fault gets SIGBUS, a bug 0012 fixes.)
+ */
+#define QUOTA_UID 4242
+#define QUOTA_HINT (128 << 10)
+#define QUOTA_USED 4000		/* blocks the user owns before the fault */
+#define QUOTA_FREE 12		/* blocks left under the hard limit: < 1% */
+
+FIXTURE(quota) {
+	char dev[256];
+	const char *dir;
+	bool remounted;
+	int fd;
+};
+
+/* the user's limits: a hard limit only, or a soft limit at the hard one too */
+FIXTURE_VARIANT(quota) {
+	bool soft;
+};
+
+FIXTURE_VARIANT_ADD(quota, hard_only) {
+	.soft = false,
+};
+
+FIXTURE_VARIANT_ADD(quota, soft_at_hard) {
+	.soft = true,
+};
+
+FIXTURE_SETUP(quota)
+{
+	self->dev[0] = 0;
+	self->dir = NULL;
+	self->remounted = false;
+	self->fd = -1;
+}
+
+/* the device mounted on dir (/proc/mounts) */
+static int mount_dev(const char *dir, char *dev, size_t len)
+{
+	char d[256], mnt[4096];
+	FILE *f = fopen("/proc/mounts", "r");
+	int ret = -1;
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%255s %4095s %*s %*s %*d %*d", d, mnt) == 2)
+		if (!strcmp(mnt, dir))
+			ret = snprintf(dev, len, "%s", d) < (int)len ? 0 : -1;
+	fclose(f);
+	return ret;
+}
+
+/*
+ * unmount dir and mount dev there again with opts; *gone: dir was unmounted
+ * (so that a failed mount is mounted back as before by the teardown)
+ */
+static int remount_with(const char *dev, const char *dir, const char *opts, bool *gone)
+{
+	sync();
+	if (umount(dir))
+		return -1;
+	*gone = true;
+	return mount(dev, dir, "xfs", 0, opts);
+}
+
+FIXTURE_TEARDOWN(quota)
+{
+	char path[4096];
+
+	if (self->fd >= 0)
+		close(self->fd);
+	if (self->dir) {
+		snprintf(path, sizeof(path), "%s/quota-filler", self->dir);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/quota-late", self->dir);
+		unlink(path);
+	}
+	ms_write_file("/sys/kernel/tracing/events/xfs/xfs_blockgc_free_space/enable", "0", false);
+	/* umount fails if the mount is already gone (a failed mount): mount it then */
+	if (self->remounted && umount(self->dir) && errno != EINVAL)
+		fprintf(stderr, "# could not unmount %s: %s\n", self->dir, strerror(errno));
+	else if (self->remounted && mount(self->dev, self->dir, "xfs", 0, "dax=always"))
+		fprintf(stderr, "# could not mount %s on %s again without quotas: %s\n",
+			self->dev, self->dir, strerror(errno));
+}
+
+/*
+ * the user's block usage (4 KiB blocks) or, with limit >= 0, set its hard
+ * limit, and its soft limit to the same (soft) or none
+ */
+static long user_quota(const char *dev, long limit, bool soft)
+{
+	struct fs_disk_quota q = { .d_version = FS_DQUOT_VERSION, .d_flags = FS_USER_QUOTA,
+				   .d_id = QUOTA_UID };
+
+	if (limit >= 0) {
+		q.d_fieldmask = FS_DQ_BHARD | FS_DQ_BSOFT;
+		q.d_blk_hardlimit = limit * (PG / 512);
+		q.d_blk_softlimit = soft ? q.d_blk_hardlimit : 0;
+		return quotactl(QCMD(Q_XSETQLIM, USRQUOTA), dev, QUOTA_UID, (void *)&q);
+	}
+	if (quotactl(QCMD(Q_XGETQUOTA, USRQUOTA), dev, QUOTA_UID, (void *)&q))
+		return -1;
+	return q.d_bcount / (PG / 512);
+}
+
+/* lines of the trace buffer with event ev (tracing stopped first) */
+static int trace_lines(const char *ev)
+{
+	char line[1024];
+	int n = 0;
+	FILE *f;
+
+	ms_write_file("/sys/kernel/tracing/tracing_on", "0", false);
+	f = fopen("/sys/kernel/tracing/trace", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (line[0] != '#' && strstr(line, ev))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * The case's user: remount with -o uquota, QUOTA_USED blocks in a filler file
+ * and an empty 64-page file with a QUOTA_HINT hint, both owned by QUOTA_UID;
+ * self->fd is that file, and the return value the user's usage in blocks.
+ */
+static long quota_user(struct __test_metadata *_metadata, FIXTURE_DATA(quota) *self)
+{
+	long used;
+	int filler;
+
+	ASSERT_EQ(0, mount_dev(self->dir, self->dev, sizeof(self->dev)));
+	ASSERT_EQ(0, remount_with(self->dev, self->dir, "dax=always,uquota", &self->remounted))
+		TH_LOG("mounting %s on %s again with -o uquota: %s", self->dev, self->dir,
+		       strerror(errno));
+	filler = make_file(self->dir, "quota-filler", 0, 0, 0, 0);
+	ASSERT_LE(0, filler);
+	ASSERT_EQ(0, fchown(filler, QUOTA_UID, -1));
+	ASSERT_EQ(0, fallocate(filler, 0, 0, QUOTA_USED * PG));
+	close(filler);
+	self->fd = make_file(self->dir, "quota-late", 64 * PG, QUOTA_HINT, 0, 0);
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, fchown(self->fd, QUOTA_UID, -1));
+	used = user_quota(self->dev, -1, false);
+	ASSERT_LE(QUOTA_USED, used) TH_LOG("quota usage of uid %d: %ld blocks", QUOTA_UID, used);
+	return used;
+}
+
+/*
+ * Near the limit: one block, no signal, no blockgc scan.  (Stock reserves for
+ * the hint's 32 blocks, fails the reservation and raises SIGBUS: a bug.)
+ */
+TEST_F(quota, xfs_hint_near_the_limit_one_block_no_scan)
+{
+	const char *scan = "/sys/kernel/tracing/events/xfs/xfs_blockgc_free_space/enable";
+	long used, after;
+	int sig, scans;
+
+	self->dir = ms_mount_dir(MS_XFS_DAX);
+	if (!self->dir)
+		SKIP(return, "%s is not set", ms_mount_env(MS_XFS_DAX));
+	used = quota_user(_metadata, self);
+	ASSERT_EQ(0, user_quota(self->dev, used + QUOTA_FREE, variant->soft))
+		TH_LOG("setting the limits: %s", strerror(errno));
+	ASSERT_EQ(0, ms_write_file(scan, "1", false))
+		TH_LOG("no xfs_blockgc_free_space trace event: %s", strerror(errno));
+	ASSERT_EQ(0, ms_write_file("/sys/kernel/tracing/trace", "", false));
+	ASSERT_EQ(0, ms_write_file("/sys/kernel/tracing/tracing_on", "1", false));
+	sig = fault_page(self->fd, 64 * PG, 1, true, true);
+	scans = trace_lines("xfs_blockgc_free_space:");
+	ms_write_file(scan, "0", false);
+	EXPECT_EQ(0, sig) TH_LOG("the fault raised signal %d with %d blocks left under the limit",
+				 sig, QUOTA_FREE);
+	EXPECT_EQ(0, scans) TH_LOG("%d blockgc scans for one fault near the quota limit", scans);
+	EXPECT_TRUE(page_is(self->fd, 1, 'x'));
+	EXPECT_EQ(1, blocks_of(self->fd, false))
+		TH_LOG("%ld blocks allocated with %d left under the limit: one expected",
+		       blocks_of(self->fd, false), QUOTA_FREE);
+	after = user_quota(self->dev, -1, false);
+	EXPECT_EQ(used + 1, after)
+		TH_LOG("quota usage went from %ld to %ld blocks for a one-block fault", used, after);
+}
+
+/* far from it: the hint's range, and the quota charged for exactly that */
+TEST_F(quota, xfs_hint_range_charged_block_for_block)
+{
+	long used, after;
+
+	self->dir = ms_mount_dir(MS_XFS_DAX);
+	if (!self->dir)
+		SKIP(return, "%s is not set", ms_mount_env(MS_XFS_DAX));
+	SKIP_ON_STOCK(true);
+	used = quota_user(_metadata, self);
+	ASSERT_EQ(0, user_quota(self->dev, used + 100000, variant->soft));
+	EXPECT_EQ(0, fault_page(self->fd, 64 * PG, 40, true, true));
+	after = user_quota(self->dev, -1, false);
+	EXPECT_EQ((long)(QUOTA_HINT / PG), blocks_of(self->fd, false))
+		TH_LOG("%ld blocks allocated by a fault in a file with a %d KiB hint",
+		       blocks_of(self->fd, false), QUOTA_HINT >> 10);
+	EXPECT_EQ(blocks_of(self->fd, false), after - used)
+		TH_LOG("quota usage went from %ld to %ld blocks for a fault that allocated %ld",
+		       used, after, blocks_of(self->fd, false));
 }
 
 /* ------------------------------------------------------------------ */
