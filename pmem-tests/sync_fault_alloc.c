@@ -755,7 +755,7 @@ TEST_F(extents, one_fault_converts_every_unwritten_extent_of_its_range)
  * Near ENOSPC the allocation is not widened (xfs: no blockgc scan per fault
  * for blocks nobody asked for): the fault gets its one block, no SIGBUS.
  * (Stock xfs reserves for the hint-aligned range and allocates one block:
- * with a hint and 8 blocks free, this fault gets SIGBUS there, a bug 0012
+ * with a hint and 8 blocks punched free, this fault gets SIGBUS there, a bug 0012
  * fixes; the xfs case runs on both kernels.)
  */
 FIXTURE(enospc) {
@@ -873,7 +873,7 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 /*
  * xfs, a fallocated file with a hint: converting an unwritten extent reserves
  * bmbt blocks alone, so near ENOSPC the range is still converted whole (the
- * space test is for holes).  With 8 blocks free, a store on page 1 writes
+ * space test is for holes).  With 8 blocks punched free, a store on page 1 writes
  * pages 0-15, the 64 KiB of the hint, and no signal.
  */
 TEST_F(enospc, xfs_hint_fallocated_converts_the_range)
