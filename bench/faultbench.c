@@ -315,9 +315,9 @@ usage:
 	/*
 	 * Start from a quiet file system: what the cells before (and the
 	 * warm-up's unlink) left in the journal or log is committed first.
-	 * Without it, xfs's MAP_SHARED random fill cost twice as much in some
-	 * boots as in others of the same kernel (the frees of the cell before
-	 * still busy, or not, when it began).
+	 * (Added for xfs's MAP_SHARED random fill, which costs twice as much
+	 * in some boots as in others of the same kernel; it did not change
+	 * that: docs/bench.md, Method.)
 	 */
 	if (syncfs(fd))
 		die("syncfs");

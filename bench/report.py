@@ -347,7 +347,7 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
     md.append("| --- " * (17 if twin else 16) + "|")
     n = nin = nsame = nsig = nreb = 0
     nd = 4 if UNIT != "µs" else 2	# icount: differences of a few parts in 10,000 are measurable
-    outside = []
+    outside, dearer, cheaper = [], [], []
     # boots a kernel (the fewest of the two): with fewer than 4 the
     # randomisation test cannot reach p < 0.05 (3 + 3: p >= 0.1), with 1
     # there is no A/A floor
@@ -377,6 +377,10 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
         if fm is not None and not ok:
             # how far the metrics that are outside lie from 1
             outside.append(max([abs(math.log(rm))] * (not within(rm, fm)) + [abs(math.log(r50))] * (not within(r50, f50))))
+            # which way: the metrics outside, dearer on new if any of them is above 1
+            up = [x for x, f in ((rm, fm), (r50, f50)) if not within(x, f)]
+            (dearer if max(up) > 1 else cheaper).append((max(up) if max(up) > 1 else min(up),
+                                                         a["mean_ns"] - b["mean_ns"], " ".join(c)))
         unchanged = "-" if pm is None or p50 is None else ("**no**" if sig else "yes")
         md.append(f"| {' | '.join(c)} | {rm:.{nd}f} | {pct(fm)} | {pstr(pm)} | {r50:.{nd}f} | {pct(f50)} | {pstr(p50)} | "
                   f"{r99:.{nd}f} | {verdict} | {unchanged} | "
@@ -403,6 +407,10 @@ def table_nobody(agg, kernels, cells, base, new, what=""):
     md += ["", f"{nin} of {n} cells within the A/A floor (mean and p50: {how})"
            + (f"; the {len(outside)} outside it differ by at most {100 * (math.exp(max(outside)) - 1):.2f}% "
               "(the metric outside)" if outside else "")
+           + (f" ({len(dearer)} dearer on {new}, by at most {100 * (max(x[0] for x in dearer) - 1):.2f}%: "
+              + ", ".join(f"{x[2]} {x[1]:+.0f}" for x in sorted(dearer, key=lambda x: -x[0]))
+              + f" {'instructions' if UNIT != 'µs' else 'ns'} a fault (mean); {len(cheaper)} cheaper)"
+              if dearer else f" (all {len(cheaper)} cheaper on {new})" if cheaper else "")
            + (f"; of those, {nreb} no farther from 1 than the twin is from patched (\"rebuild\": as far as "
               "another binary of the same code moves the cell, so no cost of the change can be told there; "
               "one twin boot set per cell, not a floor)" if twin else "")
