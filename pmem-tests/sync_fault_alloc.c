@@ -837,29 +837,39 @@ fail:
 	return -1;
 }
 
-TEST_F(enospc, xfs_hint_one_block_and_no_signal)
+/*
+ * Fill dir's file system with self->filler, then punch 8 blocks free in its
+ * middle (fewer than the 16 of a 64 KiB hint) and sync; *sv: statvfs after.
+ */
+static void leave_8_blocks(struct __test_metadata *_metadata, FIXTURE_DATA(enospc) *self,
+			   const char *dir, struct statvfs *sv)
 {
-	const char *dir = ms_mount_dir(MS_XFS_DAX);
-	char *path = self->filler;
-	struct statvfs sv;
 	off_t off;
-	int fd, filler, sig;
+	int filler;
 
-	if (!dir)
-		SKIP(return, "%s is not set", ms_mount_env(MS_XFS_DAX));
-	snprintf(path, sizeof(self->filler), "%s/filler", dir);
-	fd = make_file(dir, "late", 64 * PG, 64 << 10, 0, 0);
-	ASSERT_LE(0, fd);
-	filler = fill_fs(dir, path, 0);
+	snprintf(self->filler, sizeof(self->filler), "%s/filler", dir);
+	filler = fill_fs(dir, self->filler, 0);
 	ASSERT_LE(0, filler) TH_LOG("filling the file system: %s", strerror(errno));
 	off = lseek(filler, 0, SEEK_END);
-	/* 8 free blocks: fewer than the 16 the hint asks for */
 	ASSERT_EQ(0, fallocate(filler, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			       off / 2 & ~(off_t)(PG - 1), 8 * PG));
 	ASSERT_EQ(0, fsync(filler));
 	close(filler);
 	sync();
-	ASSERT_EQ(0, statvfs(dir, &sv));
+	ASSERT_EQ(0, statvfs(dir, sv));
+}
+
+TEST_F(enospc, xfs_hint_one_block_and_no_signal)
+{
+	const char *dir = ms_mount_dir(MS_XFS_DAX);
+	struct statvfs sv;
+	int fd, sig;
+
+	if (!dir)
+		SKIP(return, "%s is not set", ms_mount_env(MS_XFS_DAX));
+	fd = make_file(dir, "late", 64 * PG, 64 << 10, 0, 0);
+	ASSERT_LE(0, fd);
+	leave_8_blocks(_metadata, self, dir, &sv);
 	sig = fault_page(fd, 64 * PG, 1, true, true);
 	EXPECT_EQ(0, sig) TH_LOG("the fault raised signal %d with %lu blocks free", sig,
 				 (unsigned long)sv.f_bfree);
@@ -879,27 +889,16 @@ TEST_F(enospc, xfs_hint_one_block_and_no_signal)
 TEST_F(enospc, xfs_hint_fallocated_converts_the_range)
 {
 	const char *dir = ms_mount_dir(MS_XFS_DAX);
-	char *path = self->filler;
 	struct statvfs sv;
 	long written;
-	off_t off;
-	int fd, filler, sig;
+	int fd, sig;
 
 	if (!dir)
 		SKIP(return, "%s is not set", ms_mount_env(MS_XFS_DAX));
 	SKIP_ON_STOCK(true);
-	snprintf(path, sizeof(self->filler), "%s/filler", dir);
 	fd = make_file(dir, "late", 64 * PG, 64 << 10, 0, 64 * PG);
 	ASSERT_LE(0, fd);
-	filler = fill_fs(dir, path, 0);
-	ASSERT_LE(0, filler) TH_LOG("filling the file system: %s", strerror(errno));
-	off = lseek(filler, 0, SEEK_END);
-	ASSERT_EQ(0, fallocate(filler, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			       off / 2 & ~(off_t)(PG - 1), 8 * PG));
-	ASSERT_EQ(0, fsync(filler));
-	close(filler);
-	sync();
-	ASSERT_EQ(0, statvfs(dir, &sv));
+	leave_8_blocks(_metadata, self, dir, &sv);
 	sig = fault_page(fd, 64 * PG, 1, true, true);
 	EXPECT_EQ(0, sig) TH_LOG("the fault raised signal %d with %lu blocks free", sig,
 				 (unsigned long)sv.f_bfree);
