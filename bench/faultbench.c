@@ -25,7 +25,8 @@
  *
  * Each fault is the first touch of one page (or 2 MiB extent), timed with
  * CLOCK_MONOTONIC around the access, after a warm-up of (at most) 64 faults
- * of the same kind on another file and a syncfs() of the file system.  Writes every latency (ns) to
+ * of the same kind on another file, and with the file system frozen and
+ * thawed before the file is made and again before the fill (quiesce()).  Writes every latency (ns) to
  * RAWPREFIX-MAP-FILL-PLACE.txt (FILL: the cell's name, below), and
  * prints one line "BENCH {json}" with percentiles, the msync time
  * (msync-end), the synchronous faults counted by a kprobe on
@@ -163,6 +164,25 @@ static uint64_t clock_cost_ns(void)
 	return d[31];
 }
 
+/*
+ * Freeze and thaw the file system of dir: what the cells before (and the
+ * warm-up) left behind is done with, the same way in every boot.  A freeze
+ * commits and checkpoints ext4's journal, and on xfs forces the log and runs
+ * the inode inactivation that unlink() defers to a workqueue (inodegc): until
+ * it runs, an unlinked file's blocks are not free, and a file made meanwhile
+ * is laid out around them.  syncfs() does neither (docs/bench.md, Method).
+ */
+static void quiesce(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+
+	if (fd < 0 || ioctl(fd, FIFREEZE, 0))
+		die("FIFREEZE (freeze the file system before the fill)");
+	if (ioctl(fd, FITHAW, 0))
+		die("FITHAW");
+	close(fd);
+}
+
 /* file at path in the state asked for, its hint set first; returns the fd */
 static int make_file(const char *path, const char *state, size_t len, long hint_kb)
 {
@@ -291,6 +311,7 @@ usage:
 		p[i * step] = p[i * step] + 1;
 	munmap(p, t * step);
 	unlink(path);
+	quiesce(dir);
 
 	snprintf(path, sizeof(path), "%s/bench", dir);
 	fd = make_file(path, state, len, hint_kb);
@@ -312,15 +333,8 @@ usage:
 		sprintf(fill + strlen(fill), "-%s", kb_name(len >> 10, b1));
 
 	p = map_file(fd, len, flags, place);
-	/*
-	 * Start from a quiet file system: what the cells before (and the
-	 * warm-up's unlink) left in the journal or log is committed first.
-	 * (Added for xfs's MAP_SHARED random fill, which costs twice as much
-	 * in some boots as in others of the same kernel; it did not change
-	 * that: docs/bench.md, Method.)
-	 */
-	if (syncfs(fd))
-		die("syncfs");
+	/* the mapping is made; nothing that came before is still in flight */
+	quiesce(dir);
 	if (trace_setup())
 		die("kprobe on dax_finish_sync_fault (tracefs, KPROBE_EVENTS)");
 	clock_ns = clock_cost_ns();
