@@ -190,6 +190,8 @@ FIXTURE_VARIANT(one_fault) {
 	long kb;		/* ext4 extent_max_zeroout_kb (-1: as it is) */
 	bool sync;		/* MAP_SHARED_VALIDATE|MAP_SYNC, else MAP_SHARED */
 	bool write;		/* write fault, else read fault */
+	bool premap_sync;	/* mapped with MAP_SYNC (no fault) before */
+	bool premap_ro;		/* ... read-only, through an O_RDONLY descriptor */
 	long written;		/* written 4 KiB blocks after the fault on page 3 */
 	bool lookahead;		/* needs the look-ahead: skipped on stock */
 };
@@ -215,6 +217,12 @@ F(ext4_sparse_hole_gets_one_block, .mnt = MS_EXT4_DAX, .kb = 64,
 /* 8 KiB: the look-ahead would write pages 2-3, ext4's own zeroout only page 3 */
 F(ext4_falloc_map_shared_as_before, .mnt = MS_EXT4_DAX, .falloc = true, .kb = 8,
   .sync = false, .write = true, .written = 1);
+/* a file mapped with MAP_SYNC asked: the look-ahead marks the inode, not the mapping */
+F(ext4_falloc_map_shared_after_map_sync_converts_ahead, .mnt = MS_EXT4_DAX, .falloc = true,
+  .kb = 8, .sync = false, .write = true, .premap_sync = true, .written = 2, .lookahead = true);
+/* ... but not a reader's read-only MAP_SYNC mapping */
+F(ext4_falloc_map_shared_after_readonly_map_sync_as_before, .mnt = MS_EXT4_DAX, .falloc = true,
+  .kb = 8, .sync = false, .write = true, .premap_sync = true, .premap_ro = true, .written = 1);
 F(ext4_falloc_read_writes_nothing, .mnt = MS_EXT4_DAX, .falloc = true, .kb = 64,
   .sync = true, .write = false, .written = 0);
 /* xfs: the extent size hint, honoured for every DAX allocation */
@@ -270,13 +278,33 @@ TEST_F(one_fault, written_blocks_after_a_fault_on_page_3)
 {
 	long got, pg;
 
+	if (variant->premap_sync) {
+		char proc[64];
+		int fd = self->fd;
+		char *map;
+
+		if (variant->premap_ro) {
+			snprintf(proc, sizeof(proc), "/proc/self/fd/%d", self->fd);
+			fd = open(proc, O_RDONLY);
+			ASSERT_LE(0, fd) TH_LOG("reopening read-only: %s", strerror(errno));
+		}
+		map = map_pte(fd, ONE_LEN, variant->premap_ro ? PROT_READ : PROT_READ | PROT_WRITE,
+			      true);
+		ASSERT_NE(MAP_FAILED, map) TH_LOG("MAP_SYNC mapping: %s", strerror(errno));
+		munmap(map, ONE_LEN);
+		if (fd != self->fd)
+			close(fd);
+	}
 	ASSERT_EQ(0, fault_page(self->fd, ONE_LEN, 3, variant->sync, variant->write));
 	got = blocks_of(self->fd, true);
 	EXPECT_EQ(variant->written, got)
-		TH_LOG("%s file, hint %u, zeroout %ld KiB, %s %s fault: %ld blocks written, %ld expected",
-		       variant->falloc ? "fallocated" : "sparse", variant->hint, variant->kb,
-		       variant->sync ? "MAP_SYNC" : "MAP_SHARED", variant->write ? "write" : "read",
-		       got, variant->written);
+		TH_LOG("%s file%s, hint %u, zeroout %ld KiB, %s %s fault: %ld blocks written, %ld expected",
+		       variant->falloc ? "fallocated" : "sparse",
+		       !variant->premap_sync ? "" : variant->premap_ro ?
+		       " mapped read-only with MAP_SYNC before" : " mapped with MAP_SYNC before",
+		       variant->hint,
+		       variant->kb, variant->sync ? "MAP_SYNC" : "MAP_SHARED",
+		       variant->write ? "write" : "read", got, variant->written);
 	if (!variant->falloc)
 		EXPECT_EQ(got, blocks_of(self->fd, false)) TH_LOG("blocks allocated beyond the written ones");
 	for (pg = 0; pg < 16; pg++)
