@@ -192,6 +192,7 @@ FIXTURE_VARIANT(one_fault) {
 	bool write;		/* write fault, else read fault */
 	bool premap_sync;	/* mapped with MAP_SYNC (no fault) before */
 	bool premap_ro;		/* ... read-only, through an O_RDONLY descriptor */
+	bool mprotect_rw;	/* the fault's mapping is made read-only, then mprotect()ed */
 	long written;		/* written 4 KiB blocks after the fault on page 3 */
 	bool lookahead;		/* needs the look-ahead: skipped on stock */
 };
@@ -220,6 +221,9 @@ F(ext4_falloc_map_shared_as_before, .mnt = MS_EXT4_DAX, .falloc = true, .kb = 8,
 /* a file mapped with MAP_SYNC asked: the look-ahead marks the inode, not the mapping */
 F(ext4_falloc_map_shared_after_map_sync_converts_ahead, .mnt = MS_EXT4_DAX, .falloc = true,
   .kb = 8, .sync = false, .write = true, .premap_sync = true, .written = 2, .lookahead = true);
+/* a MAP_SYNC mapping made PROT_READ and mprotect()ed writable asked too */
+F(ext4_falloc_map_sync_mprotected_writable, .mnt = MS_EXT4_DAX, .falloc = true, .kb = 8,
+  .sync = true, .write = true, .mprotect_rw = true, .written = 2, .lookahead = true);
 /* ... but not a reader's read-only MAP_SYNC mapping */
 F(ext4_falloc_map_shared_after_readonly_map_sync_as_before, .mnt = MS_EXT4_DAX, .falloc = true,
   .kb = 8, .sync = false, .write = true, .premap_sync = true, .premap_ro = true, .written = 1);
@@ -295,7 +299,17 @@ TEST_F(one_fault, written_blocks_after_a_fault_on_page_3)
 		if (fd != self->fd)
 			close(fd);
 	}
-	ASSERT_EQ(0, fault_page(self->fd, ONE_LEN, 3, variant->sync, variant->write));
+	if (variant->mprotect_rw) {
+		char *map = map_pte(self->fd, ONE_LEN, PROT_READ, variant->sync);
+
+		ASSERT_NE(MAP_FAILED, map) TH_LOG("read-only mapping: %s", strerror(errno));
+		ASSERT_EQ(0, mprotect(map, ONE_LEN, PROT_READ | PROT_WRITE))
+			TH_LOG("mprotect: %s", strerror(errno));
+		ASSERT_EQ(0, ms_touch(map + 3 * PG, variant->write));
+		munmap(map, ONE_LEN);
+	} else {
+		ASSERT_EQ(0, fault_page(self->fd, ONE_LEN, 3, variant->sync, variant->write));
+	}
 	got = blocks_of(self->fd, true);
 	EXPECT_EQ(variant->written, got)
 		TH_LOG("%s file%s, hint %u, zeroout %ld KiB, %s %s fault: %ld blocks written, %ld expected",
