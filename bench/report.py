@@ -304,9 +304,10 @@ def main():
            + f"; for a percentile at least one step of the guest clock (every latency here is a multiple of "
            f"{TICK} ns)"
            + ". \"within\" means the ratio of the two kernels is inside it."
-           + (" The twin kernel (the series with ext4's MAP_SYNC write faults sent to the code every other "
-              "fault runs, kernel-patches/twin.patch) runs the patched kernel's code in another binary on "
-              "every cell but ext4's MAP_SYNC write faults: in a comparison with patched, a cell outside "
+           + (" The twin kernel (the series with ext4's MAP_SYNC mark never set, so that ext4's MAP_SYNC "
+              "faults into unwritten extents convert one block each, kernel-patches/twin.patch) runs the "
+              "patched kernel's code in another binary on every cell but ext4's MAP_SYNC fills of "
+              "fallocated files: in a comparison with patched, a cell outside "
               "the A/A floor but no farther from 1 than twin / patched is \"rebuild\": as far as a "
               "rebuild alone moves it." if "twin" in every else
               " No twin kernel in this run: what a rebuild alone moves a cell by is not measured "
