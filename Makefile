@@ -30,7 +30,7 @@ DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
             util-linux perl python3 rsync kmod ccache manpages-dev groff-base \
             gcc-multilib libc6-dev-i386
 
-.PHONY: help deps kernel stock-kernel check-series send-ready rootfs tests run test test-crash mutants bench bench-quick shell clean
+.PHONY: help deps kernel stock-kernel check-series send-ready rootfs tests run test check test-crash mutants bench bench-quick shell clean
 
 help:
 	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
@@ -38,6 +38,9 @@ help:
 	@echo "  make run           the tests on both kernels, then the benchmark, then the report"
 	@echo "  make test          the test suite on the patched and the stock kernel (two lanes; SERIAL=1: one after the other)"
 	@echo "                     (ends with 'N passed, N failed, N skipped')"
+	@echo "  make check T='PROG[:PATTERN] ...'  only those programs (or their cases matching a shell"
+	@echo "                     pattern of FIXTURE.VARIANT.TEST, e.g. T='sync_faults:one_fault.*') in one"
+	@echo "                     boot of KERNEL (default patched), no self-test, power cuts or benchmark"
 	@echo "  make test-crash    power-failure tests: 20 random power cuts per file system"
 	@echo "  make mutants       build kernels with one deliberate bug each; the suite must kill each"
 	@echo "                     (kill table; MUTANTS='name ...' for a subset; not part of make test)"
@@ -156,6 +159,15 @@ BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/no-lookahead/bzImage $(B)
 
 test: deps $(TEST_IMAGES) rootfs
 	@qemu/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS)
+
+# check: the named programs or cases alone, on one kernel (the edit-and-test loop)
+ifneq ($(filter check,$(MAKECMDGOALS)),)
+ifeq ($(strip $(T)),)
+$(error check: name what to run: make check T='sync_faults' or T='sync_faults:one_fault.*' (the programs: pmem-tests/*.c))
+endif
+endif
+check: deps $(BZIMAGE) rootfs
+	@qemu/suite --kernel $(BZIMAGE) --crash-cycles 0 $(RUNFLAGS) -- $(T)
 
 # run: the suite on both kernels, then the benchmark (BENCH=quick for the
 # short one), with everything in build/results/<time>/
