@@ -3,12 +3,31 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 KERNEL  ?= patched# patched | stock: the kernel `test`, `run` and `shell` boot
+KSRC    ?=# a kernel tree of your own: configured with mapsync.config, built out of tree, tested
+BZIMAGE ?=# a kernel image built elsewhere (its config: docs/design.md, "The guest kernel")
+ROLE    ?= plain# with KSRC or BZIMAGE: plain (no expected failures), patched or stock
 KCONFIG ?= default# default | debug (lockdep, KFENCE, DEBUG_VM) | gdb (debug info, for --gdb)
 TARBALL ?= /usr/src/linux-source-6.12.tar.xz
 export MAPSYNC_TARBALL := $(TARBALL)
 
 ifeq ($(filter $(KERNEL),patched stock),)
-$(error KERNEL=$(KERNEL): use KERNEL=patched or KERNEL=stock)
+$(error KERNEL=$(KERNEL): patched or stock; a kernel of your own: KSRC=<kernel tree> or BZIMAGE=<image>)
+endif
+ifneq ($(KSRC),)
+ifneq ($(BZIMAGE),)
+$(error KSRC and BZIMAGE: give one of them)
+endif
+ifeq ($(wildcard $(KSRC)/Makefile $(KSRC)/Kconfig),)
+$(error KSRC=$(KSRC): no kernel tree there (no Makefile and Kconfig))
+endif
+endif
+ifneq ($(BZIMAGE),)
+ifeq ($(wildcard $(BZIMAGE)),)
+$(error BZIMAGE=$(BZIMAGE): no such file)
+endif
+endif
+ifeq ($(filter $(ROLE),plain patched stock),)
+$(error ROLE=$(ROLE): plain, patched or stock)
 endif
 ifeq ($(filter $(KCONFIG),default debug gdb),)
 $(error KCONFIG=$(KCONFIG): use KCONFIG=default, debug or gdb)
@@ -17,9 +36,13 @@ endif
 B        := build
 DBG       = $(if $(filter-out default,$(KCONFIG)),-$(KCONFIG))
 KOBJ      = $(KERNEL)$(DBG)
-BZIMAGE   = $(B)/kernel/$(KOBJ)/bzImage
+# the kernel a one-kernel target boots: a tree of your own, an image, or ours
+TREEOBJ   = $(B)/kernel/tree-$(subst /,_,$(patsubst /%,%,$(abspath $(KSRC))))$(DBG)
+KIMAGE    = $(if $(KSRC),$(TREEOBJ)/bzImage,$(if $(BZIMAGE),$(abspath $(BZIMAGE)),$(B)/kernel/$(KOBJ)/bzImage))
+KROLE     = $(if $(KSRC)$(BZIMAGE),--role $(ROLE))
 INITRD   := $(B)/rootfs/initramfs.cpio.gz
-KSRC      = $(B)/kernel/src-$(KERNEL)/linux-source-6.12
+HTREE     = $(B)/kernel/src-$(KERNEL)/linux-source-6.12# whose kselftest_harness.h the tests use
+HIMAGE    = $(B)/kernel/$(KOBJ)/bzImage# built (unpacked) with it
 PATCHES  := $(shell sed -e 's/\#.*//' -e '/^[[:space:]]*$$/d' kernel-patches/series 2>/dev/null | sed 's|^|kernel-patches/|')
 KDEPS    := kernel-patches/build-kernel.sh kernel-patches/mapsync.config \
             $(if $(filter-out default,$(KCONFIG)),kernel-patches/$(KCONFIG).config) $(TARBALL)
@@ -58,6 +81,9 @@ help:
 	@echo "  make clean         remove build output (keeps build/pmem images and build/results)"
 	@echo
 	@echo "  variables: KERNEL=patched|stock (the kernel run/shell boot; test: only that one)"
+	@echo "             KSRC=<kernel tree>: test, check, shell, test-crash on your own tree (built out of"
+	@echo "             tree with mapsync.config into build/kernel/tree-*/); BZIMAGE=<image>: on an image"
+	@echo "             built elsewhere; ROLE=plain|patched|stock: what to expect of it (default plain)"
 	@echo "             KCONFIG=default|debug|gdb (debug: lockdep, KFENCE, DEBUG_VM; gdb: debug info for --gdb)"
 	@echo "             RUNFLAGS='...' (extra qemu/mapsync-run options, e.g. --accel tcg)"
 	@echo "             SERIAL=1 (test, run: the suite's boots one after the other, not in two lanes)"
@@ -101,11 +127,15 @@ $(B)/kernel/no-lookahead/bzImage: $(KDEPS) kernel-patches/series $(PATCHES)
 	kernel-patches/build-kernel.sh no-lookahead default
 $(B)/kernel/twin/bzImage: $(KDEPS) kernel-patches/series $(PATCHES) kernel-patches/twin.patch
 	kernel-patches/build-kernel.sh twin default
+# a tree of your own (KSRC=): always asks Kbuild, which knows what changed
+.PHONY: $(TREEOBJ)/bzImage
+$(TREEOBJ)/bzImage: kernel-patches/build-kernel.sh kernel-patches/mapsync.config
+	MAPSYNC_KSRC=$(abspath $(KSRC)) kernel-patches/build-kernel.sh tree $(KCONFIG)
 $(B)/kernel/stock-debug/bzImage: $(KDEPS)
 	kernel-patches/build-kernel.sh stock debug
 
 # the kselftest harness comes from the unpacked tree of the kernel under test
-$(KSRC)/tools/testing/selftests/kselftest_harness.h: | $(BZIMAGE)
+$(HTREE)/tools/testing/selftests/kselftest_harness.h: | $(HIMAGE)
 
 NPROC := $(shell nproc)
 
@@ -116,8 +146,8 @@ PSRC     := $(B)/kernel/src-patched/linux-source-6.12
 POBJ     := $(B)/kernel/obj-patched
 SELFTESTS := $(B)/selftests/map_shared_validate
 
-tests: deps $(KSRC)/tools/testing/selftests/kselftest_harness.h $(SELFTESTS) $(B)/tools/faultbench $(B)/tools/agefs
-	@$(MAKE) -s -j$(NPROC) -C pmem-tests KSRC=$(abspath $(KSRC)) OUT=$(abspath $(B))/pmem-tests
+tests: deps $(HTREE)/tools/testing/selftests/kselftest_harness.h $(SELFTESTS) $(B)/tools/faultbench $(B)/tools/agefs
+	@$(MAKE) -s -j$(NPROC) -C pmem-tests KSRC=$(abspath $(HTREE)) OUT=$(abspath $(B))/pmem-tests
 
 $(B)/tools/faultbench: bench/faultbench.c pmem-tests/common/mapsync.c pmem-tests/common/mapsync.h
 	@echo "  CC      $<"; mkdir -p $(@D)
@@ -146,19 +176,20 @@ $(INITRD): guest-rootfs/build.sh guest-rootfs/manifest guest-rootfs/init guest-r
 # --- booting
 # `make test` runs the suite on the patched and the stock kernel (two lanes, qemu/suite)
 # (where each bug our patches fix must reproduce); KERNEL=... runs just one.
-ifeq ($(origin KERNEL),command line)
-TEST_KERNELS := $(KERNEL)
+ifneq ($(KSRC)$(BZIMAGE),)
+TEST_IMAGES  := $(KIMAGE)
+else ifeq ($(origin KERNEL),command line)
+TEST_IMAGES  := $(B)/kernel/$(KERNEL)$(DBG)/bzImage
 else
-TEST_KERNELS := patched stock
+TEST_IMAGES  := $(foreach k,patched stock,$(B)/kernel/$(k)$(DBG)/bzImage)
 endif
-TEST_IMAGES  := $(foreach k,$(TEST_KERNELS),$(B)/kernel/$(k)$(DBG)/bzImage)
 # stock, the series without its look-ahead (0011, 0012), the series; TWIN=1:
 # and the twin (kernel-patches/twin.patch), what a rebuild alone moves a cell by (report.py's "rebuild")
 BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/no-lookahead/bzImage $(B)/kernel/patched/bzImage \
 		 $(if $(filter 1,$(TWIN)),$(B)/kernel/twin/bzImage)
 
 test: deps $(TEST_IMAGES) rootfs
-	@qemu/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS)
+	@qemu/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(KROLE) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS)
 
 # check: the named programs or cases alone, on one kernel (the edit-and-test loop)
 ifneq ($(filter check,$(MAKECMDGOALS)),)
@@ -166,8 +197,8 @@ ifeq ($(strip $(T)),)
 $(error check: name what to run: make check T='sync_faults' or T='sync_faults:one_fault.*' (the programs: pmem-tests/*.c))
 endif
 endif
-check: deps $(BZIMAGE) rootfs
-	@qemu/suite --kernel $(BZIMAGE) --crash-cycles 0 $(RUNFLAGS) -- $(T)
+check: deps $(KIMAGE) rootfs
+	@qemu/suite --kernel $(KIMAGE) $(KROLE) --crash-cycles 0 $(RUNFLAGS) -- $(T)
 
 # run: the suite on both kernels, then the benchmark (BENCH=quick for the
 # short one), with everything in build/results/<time>/
@@ -193,8 +224,8 @@ bench-quick: deps $(BENCH_KERNELS) rootfs
 
 # test-crash: the power-failure tests alone, 20 random cycles per fs
 CRASH_CYCLES ?= 20
-test-crash: deps $(BZIMAGE) rootfs
-	@qemu/crash --cycles $(CRASH_CYCLES) --kernel $(BZIMAGE) $(RUNFLAGS)
+test-crash: deps $(KIMAGE) rootfs
+	@qemu/crash --cycles $(CRASH_CYCLES) --kernel $(KIMAGE) $(RUNFLAGS)
 
 # mutants: each kernel-patches/mutants/NAME.patch on top of the series, built
 # incrementally; the parts of the suite its Kills: header names must fail
@@ -202,8 +233,8 @@ test-crash: deps $(BZIMAGE) rootfs
 mutants: deps $(B)/kernel/patched/bzImage rootfs
 	@MUTANTS="$(MUTANTS)" kernel-patches/mutants/run-on-host $(RUNFLAGS)
 
-shell: deps $(BZIMAGE) rootfs
-	@qemu/mapsync-run --shell -k $(BZIMAGE) $(RUNFLAGS)
+shell: deps $(KIMAGE) rootfs
+	@qemu/mapsync-run --shell -k $(KIMAGE) $(RUNFLAGS)
 
 clean:
 	@echo "clean: removing build output; keeping build/pmem (pmem images) and build/results"

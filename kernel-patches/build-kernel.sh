@@ -1,7 +1,7 @@
 #!/bin/bash
 # Build one flavour of the mapsync kernel out of tree.
 #
-#   kernel-patches/build-kernel.sh patched|stock|no-lookahead|twin|mutant [default|debug|gdb]
+#   kernel-patches/build-kernel.sh patched|stock|no-lookahead|twin|mutant|tree [default|debug|gdb]
 #
 # patched: Debian's linux-source-6.12 with kernel-patches/series applied.
 # stock:   the same tree with no patches.
@@ -12,6 +12,9 @@
 #          write faults on ext4 to the code every other fault runs: nearly
 #          the code of patched in another binary, for bench/'s "rebuild" verdict
 #          (what a rebuild alone moves a cell by); built in the mutant tree.
+# tree:    a kernel tree of your own, MAPSYNC_KSRC=<dir> (make test KSRC=...):
+#          configured the same way, built out of tree into
+#          build/kernel/tree-<its path>/obj; nothing is written into it.
 # mutant:  the patched tree plus the one deliberate breakage named by
 #          MAPSYNC_MUTANT=kernel-patches/mutants/NAME.patch (make mutants);
 #          the bzImage goes to build/kernel/mutant-NAME/.
@@ -43,12 +46,16 @@ step() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
 
 case $flavour in
 patched|stock|no-lookahead) ;;
+tree)
+	usrc=${MAPSYNC_KSRC:?tree: set MAPSYNC_KSRC to a kernel tree (make test KSRC=...)}
+	[ -f "$usrc/Makefile" ] && [ -f "$usrc/Kconfig" ] || die "MAPSYNC_KSRC=$usrc: no kernel tree there"
+	usrc=$(cd "$usrc" && pwd) ;;
 twin) mutant=$here/twin.patch ;;
 mutant)
 	mutant=${MAPSYNC_MUTANT:?mutant: set MAPSYNC_MUTANT to a patch in kernel-patches/mutants/}
 	[ -f "$mutant" ] || die "no mutant patch $mutant"
 	mutant=$(cd "$(dirname "$mutant")" && pwd)/$(basename "$mutant") ;;
-*) die "unknown flavour '$flavour' (patched, stock, no-lookahead, twin or mutant)";;
+*) die "unknown flavour '$flavour' (patched, stock, no-lookahead, twin, mutant or tree)";;
 esac
 case $kconfig in
 default) fragments=("$here/mapsync.config"); objname=$flavour ;;
@@ -56,11 +63,24 @@ debug) fragments=("$here/mapsync.config" "$here/debug.config"); objname=$flavour
 gdb) fragments=("$here/mapsync.config" "$here/gdb.config"); objname=$flavour-gdb ;;
 *) die "unknown KCONFIG '$kconfig' (default, debug or gdb)";;
 esac
-[ -r "$tarball" ] || die "missing $tarball: run 'make deps' (installs linux-source-6.12)"
+[ "$flavour" = tree ] || [ -r "$tarball" ] || die "missing $tarball: run 'make deps' (installs linux-source-6.12)"
 command -v flex >/dev/null && command -v bison >/dev/null && command -v bc >/dev/null ||
 	die "flex, bison or bc missing: run 'make deps'"
 
 [ "$flavour" = mutant ] && objname=mutant-$(basename "$mutant" .patch)
+if [ "$flavour" = tree ]; then
+	# the same name as the Makefile's TREEOBJ: the tree's path, / as _
+	name=tree-$(printf %s "${usrc#/}" | tr / _)
+	objname=$name${objname#tree}
+	obj=$build/kernel/$objname/obj
+	mkdir -p "$obj" "$logs"
+	exec 9> "$build/kernel/$objname.lock"
+	flock 9 || die "could not lock $build/kernel/$objname.lock"
+	[ ! -f "$usrc/.config" ] || die "$usrc has a .config: Kbuild builds out of tree only from a clean tree ('make mrproper' there, or copy the tree)"
+	src=$usrc
+	begun=$(date +%s)
+fi
+if [ "$flavour" != tree ]; then
 tree=$flavour
 [ "$flavour" = twin ] && tree=mutant	# one patch more than the series, as a mutant
 srcroot=$build/kernel/src-$tree
@@ -150,6 +170,8 @@ for ((i = keep; i < ${#want[@]}; i++)); do
 	patch -d "$src" -p1 -f -s < "$here/$p" >/dev/null
 	cp "$here/$p" "$applied/$(printf '%03d-%s' "$i" "${p//\//:}")"
 done
+
+fi
 
 # --- ccache: one cache for every tree; paths are relative (see above)
 export CCACHE_DIR=${CCACHE_DIR:-$build/ccache} CCACHE_BASEDIR=$build CCACHE_NOHASHDIR=1
@@ -241,6 +263,11 @@ if [ "$kconfig" = gdb ]; then
 	ln -sfn "$obj" "$build/kernel/$objname/obj"
 fi
 cp -p "$obj/.config" "$build/kernel/$objname/config"
-( cd "$applied" && ls | sed 's/^...-//' ) > "$build/kernel/$objname/series"
+if [ "$flavour" = tree ]; then
+	# no series: the tree and, if it is a git tree, its commit
+	echo "# tree $usrc $(git -C "$usrc" describe --always --dirty 2>/dev/null)" > "$build/kernel/$objname/series"
+else
+	( cd "$applied" && ls | sed 's/^...-//' ) > "$build/kernel/$objname/series"
+fi
 hits=$(( $(ccstat direct_cache_hit) + $(ccstat preprocessed_cache_hit) )) miss=$(ccstat cache_miss)
-step "kernel $objname ready in $(( $(date +%s) - t0 )) s: build/kernel/$objname/bzImage ($(wc -l < "$build/kernel/$objname/series") patches; ccache $hits hits, $miss misses$( [ $((hits + miss)) -gt 0 ] && echo ", $((100 * hits / (hits + miss)))%"))"
+step "kernel $objname ready in $(( $(date +%s) - t0 )) s: build/kernel/$objname/bzImage ($(grep -vc "^#" "$build/kernel/$objname/series" || true) patches; ccache $hits hits, $miss misses$( [ $((hits + miss)) -gt 0 ] && echo ", $((100 * hits / (hits + miss)))%"))"
