@@ -4,7 +4,7 @@ SHELL := /bin/bash
 
 KERNEL  ?= patched# patched | stock: the kernel `test`, `run` and `shell` boot
 KSRC    ?=# a kernel tree of your own: configured with mapsync.config, built out of tree, tested
-BZIMAGE ?=# a kernel image built elsewhere (its config: docs/design.md, "The guest kernel")
+BZIMAGE ?=# a kernel image built elsewhere (the config it needs: docs/design.md, "The guest kernel")
 ROLE    ?= plain# with KSRC or BZIMAGE: plain (no expected failures), patched or stock
 KCONFIG ?= default# default | debug (lockdep, KFENCE, DEBUG_VM) | gdb (debug info, for --gdb)
 TARBALL ?= /usr/src/linux-source-6.12.tar.xz
