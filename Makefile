@@ -58,7 +58,8 @@ DEB_PKGS := linux-source-6.12 qemu-system-x86 ndctl daxctl xfsprogs e2fsprogs \
 help:
 	@echo "mapsync: patched 6.12 kernel + QEMU NVDIMM guest + MAP_SYNC tests"
 	@echo
-	@echo "  make run           the tests on both kernels, then the benchmark, then the report"
+	@echo "  make run           the tests on both kernels, then the short benchmark (BENCH=full: the"
+	@echo "                     whole one, as make bench), then the report, in build/results/<time>/"
 	@echo "  make test          the test suite on the patched and the stock kernel (two lanes; SERIAL=1: one after the other)"
 	@echo "                     (ends with 'N passed, N failed, N skipped')"
 	@echo "  make check T='PROG[:PATTERN] ...'  only those programs (or their cases matching a shell"
@@ -200,9 +201,9 @@ endif
 check: deps $(KIMAGE) rootfs
 	@qemu/suite --kernel $(KIMAGE) $(KROLE) --crash-cycles 0 $(RUNFLAGS) -- $(T)
 
-# run: the suite on both kernels, then the benchmark (BENCH=quick for the
-# short one), with everything in build/results/<time>/
-BENCH ?= full
+# run: the suite on both kernels, then the short benchmark (BENCH=full for
+# the whole one, an hour more), with everything in build/results/<time>/
+BENCH ?= quick
 run: deps $(TEST_IMAGES) $(BENCH_KERNELS) rootfs
 	@d=$(B)/results/$$(date +%Y%m%d-%H%M%S); \
 	qemu/suite --report $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS); rc=$$?; \
