@@ -63,7 +63,7 @@ help:
 	@echo "  make test          the test suite on the patched and the stock kernel (two lanes; SERIAL=1: one after the other)"
 	@echo "                     (ends with 'N passed, N failed, N skipped')"
 	@echo "  make check T='PROG[:PATTERN] ...'  only those programs (or their cases matching a shell"
-	@echo "                     pattern of FIXTURE.VARIANT.TEST, e.g. T='sync_faults:one_fault.*') in one"
+	@echo "                     pattern of FIXTURE.VARIANT.TEST, e.g. T='sync_fault_alloc:one_fault.*') in one"
 	@echo "                     boot of KERNEL (default patched), no self-test, power cuts or benchmark"
 	@echo "  make test-crash    power-failure tests: 20 random power cuts per file system"
 	@echo "  make mutants       build kernels with one deliberate bug each; the suite must kill each"
@@ -195,7 +195,7 @@ test: deps $(TEST_IMAGES) rootfs
 # check: the named programs or cases alone, on one kernel (the edit-and-test loop)
 ifneq ($(filter check,$(MAKECMDGOALS)),)
 ifeq ($(strip $(T)),)
-$(error check: name what to run: make check T='sync_faults' or T='sync_faults:one_fault.*' (the programs: pmem-tests/*.c))
+$(error check: name what to run: make check T='sync_faults' or T='sync_fault_alloc:one_fault.*' (the programs: pmem-tests/*.c))
 endif
 endif
 check: deps $(KIMAGE) rootfs
