@@ -334,11 +334,17 @@ TEST_F(rsw, count_size_blocks_and_every_byte)
 	 * Written blocks replace shared ones one for one.  The CoW blocks
 	 * the write allocated past the last block it wrote stay in the CoW
 	 * fork as xfs's CoW preallocation (counted as delayed blocks in
-	 * st_blocks) until the inode is evicted; a write that wrote nothing
-	 * frees them (xfs_reflink_cancel_cow_range()).
+	 * st_blocks) until the inode is evicted, unless the iteration that
+	 * reached them wrote nothing and cancelled them
+	 * (xfs_reflink_cancel_cow_range()): between none and all of them.
 	 */
-	EXPECT_EQ((want_blocks + cow_left) * (PG / 512), wst.st_blocks)
-		TH_LOG("%s: %lld 512-byte blocks, expected %lld: %lld for %lld bytes and %lld for the CoW blocks past the last one written",
+	EXPECT_LE(want_blocks * (PG / 512), wst.st_blocks)
+		TH_LOG("%s: %lld 512-byte blocks, fewer than the %lld for %lld bytes",
+		       wname, (long long)wst.st_blocks, (long long)want_blocks * (PG / 512),
+		       (long long)want_size);
+	/* how many of them stay depends on where the iteration stopped */
+	EXPECT_GE((want_blocks + cow_left) * (PG / 512), wst.st_blocks)
+		TH_LOG("%s: %lld 512-byte blocks, more than %lld: %lld for %lld bytes and at most %lld for the CoW blocks past the last one written",
 		       wname, (long long)wst.st_blocks, (long long)(want_blocks + cow_left) * (PG / 512),
 		       (long long)want_blocks * (PG / 512), (long long)want_size,
 		       (long long)cow_left * (PG / 512));
