@@ -108,25 +108,6 @@ FIXTURE_TEARDOWN(cow)
 	unlink(self->src);
 }
 
-/* Is page pg of fd in an extent FIEMAP reports shared? 1, 0, or -1 */
-static int page_shared(int fd, int pg)
-{
-	struct {
-		struct fiemap fm;
-		struct fiemap_extent fe[1];
-	} f;
-
-	memset(&f, 0, sizeof(f));
-	f.fm.fm_start = pg * PG;
-	f.fm.fm_length = PG;
-	f.fm.fm_flags = FIEMAP_FLAG_SYNC;
-	f.fm.fm_extent_count = 1;
-	if (ioctl(fd, FS_IOC_FIEMAP, &f.fm) || f.fm.fm_mapped_extents < 1 ||
-	    f.fe[0].fe_logical > pg * PG)
-		return -1;
-	return !!(f.fe[0].fe_flags & FIEMAP_EXTENT_SHARED);
-}
-
 /* len bytes at p are all c; else log the first that is not */
 static void expect_bytes(struct __test_metadata *_metadata, const char *p, size_t len, char c, const char *what)
 {
@@ -173,7 +154,7 @@ static void cow_store(struct __test_metadata *_metadata, int wfd, unsigned long 
 	char *map, *omap;
 	int sh;
 
-	sh = page_shared(wfd, pg);
+	sh = ms_page_shared(wfd, (off_t)pg * PG);
 	ASSERT_EQ(1, sh) TH_LOG("page %d is not in a shared extent before the store (FIEMAP: %d)", pg, sh);
 	omap = mmap(NULL, LEN, PROT_READ, MAP_SHARED, ofd, 0);
 	ASSERT_NE(MAP_FAILED, omap) TH_LOG("MAP_SHARED of the other file: %s", strerror(errno));
@@ -193,9 +174,9 @@ static void cow_store(struct __test_metadata *_metadata, int wfd, unsigned long 
 	EXPECT_EQ('N', map[pg * PG + 100]);
 	expect_bytes(_metadata, map + pg * PG, 100, 'a' + pg, "the written page through the MAP_SYNC mapping (copied around the store)");
 	expect_bytes(_metadata, omap + pg * PG, PG, 'a' + pg, "the other file's page through its own mapping");
-	sh = page_shared(wfd, pg);
+	sh = ms_page_shared(wfd, (off_t)pg * PG);
 	EXPECT_EQ(0, sh) TH_LOG("page %d still in a shared extent after the CoW store (FIEMAP: %d)", pg, sh);
-	sh = page_shared(wfd, pg ^ 1);
+	sh = ms_page_shared(wfd, (off_t)(pg ^ 1) * PG);
 	EXPECT_EQ(1, sh) TH_LOG("page %d, not written, is no longer shared (FIEMAP: %d)", pg ^ 1, sh);
 	munmap(map, LEN);
 	munmap(omap, LEN);
@@ -322,7 +303,7 @@ TEST_F(cow, clone_store_fault_writes_back_the_copied_page)
 	char *map = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MSV_SYNC, self->cfd, 0);
 
 	ASSERT_NE(MAP_FAILED, map) TH_LOG("mmap: %s", strerror(errno));
-	ASSERT_EQ(1, page_shared(self->cfd, 1));
+	ASSERT_EQ(1, ms_page_shared(self->cfd, 1 * PG));
 	ASSERT_EQ(0, flush_probe_start()) TH_LOG("kprobe on dax_flush (tracefs, KPROBE_EVENTS): %s", strerror(errno));
 	map[PG + 100] = 'N';
 	expect_flushed(_metadata, PG, "MAP_SYNC store into shared clone page 1");
@@ -336,7 +317,7 @@ TEST_F(cow, clone_pwrite_writes_back_the_copied_edges)
 	char buf[100];
 
 	memset(buf, 'P', sizeof(buf));
-	ASSERT_EQ(1, page_shared(self->cfd, 2));
+	ASSERT_EQ(1, ms_page_shared(self->cfd, 2 * PG));
 	ASSERT_EQ(0, flush_probe_start()) TH_LOG("kprobe on dax_flush (tracefs, KPROBE_EVENTS): %s", strerror(errno));
 	ASSERT_EQ((ssize_t)sizeof(buf), pwrite(self->cfd, buf, sizeof(buf), 2 * PG + 100));
 	expect_flushed(_metadata, PG - sizeof(buf), "pwrite() of 100 bytes into shared clone page 2");
@@ -345,12 +326,12 @@ TEST_F(cow, clone_pwrite_writes_back_the_copied_edges)
 /* FALLOC_FL_UNSHARE_RANGE of the whole clone: every page copied */
 TEST_F(cow, clone_unshare_writes_back_the_copied_blocks)
 {
-	ASSERT_EQ(1, page_shared(self->cfd, 0));
+	ASSERT_EQ(1, ms_page_shared(self->cfd, 0 * PG));
 	ASSERT_EQ(0, flush_probe_start()) TH_LOG("kprobe on dax_flush (tracefs, KPROBE_EVENTS): %s", strerror(errno));
 	ASSERT_EQ(0, fallocate(self->cfd, FALLOC_FL_UNSHARE_RANGE, 0, LEN))
 		TH_LOG("fallocate(FALLOC_FL_UNSHARE_RANGE): %s", strerror(errno));
 	expect_flushed(_metadata, LEN, "FALLOC_FL_UNSHARE_RANGE of the 4-page clone");
-	EXPECT_EQ(0, page_shared(self->cfd, 0)) TH_LOG("page 0 still shared after the unshare");
+	EXPECT_EQ(0, ms_page_shared(self->cfd, 0 * PG)) TH_LOG("page 0 still shared after the unshare");
 }
 
 TEST_HARNESS_MAIN

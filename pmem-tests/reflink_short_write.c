@@ -223,25 +223,6 @@ FIXTURE_TEARDOWN(rsw)
 	unlink(self->src);
 }
 
-/* Is the block at off of fd in an extent FIEMAP reports shared? 1, 0, or -1 */
-static int block_shared(int fd, off_t off)
-{
-	struct {
-		struct fiemap fm;
-		struct fiemap_extent fe[1];
-	} f;
-
-	memset(&f, 0, sizeof(f));
-	f.fm.fm_start = off / PG * PG;
-	f.fm.fm_length = PG;
-	f.fm.fm_flags = FIEMAP_FLAG_SYNC;
-	f.fm.fm_extent_count = 1;
-	if (ioctl(fd, FS_IOC_FIEMAP, &f.fm) || f.fm.fm_mapped_extents < 1 ||
-	    f.fe[0].fe_logical > (__u64)(off / PG * PG))
-		return -1;
-	return !!(f.fe[0].fe_flags & FIEMAP_EXTENT_SHARED);
-}
-
 /*
  * Every byte of the file at fd: [0, size) reads old_byte() but the new data
  * new_byte() in [woff, woff + wlen).  Logs the first wrong byte and what
@@ -292,7 +273,7 @@ TEST_F(rsw, count_size_blocks_and_every_byte)
 	ssize_t n;
 	int sh;
 
-	sh = block_shared(wfd, variant->off);
+	sh = ms_page_shared(wfd, variant->off);
 	ASSERT_EQ(1, sh) TH_LOG("the block at %lld is not shared before the write (FIEMAP: %d)",
 				(long long)variant->off, sh);
 	ASSERT_EQ(0, fstat(wfd, &wst));
@@ -354,7 +335,7 @@ TEST_F(rsw, count_size_blocks_and_every_byte)
 	expect_content(_metadata, wfd, wst.st_size, variant->off, n, wname);
 	expect_content(_metadata, ofd, variant->size, 0, 0, oname);
 	if (n > 0) {
-		sh = block_shared(wfd, variant->off);
+		sh = ms_page_shared(wfd, variant->off);
 		EXPECT_EQ(0, sh) TH_LOG("the written block at %lld is still shared (FIEMAP: %d)",
 					(long long)variant->off, sh);
 	}

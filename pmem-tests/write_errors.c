@@ -294,21 +294,14 @@ static void lay_out(struct __test_metadata *_metadata, FIXTURE_DATA(we) *self,
 /* wait until pid sleeps uninterruptibly (state D): 0, or its state */
 static int wait_blocked(pid_t pid)
 {
-	char path[64], buf[512], *p;
 	int i, st = '?';
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	for (i = 0; i < 500; i++) {
-		f = fopen(path, "r");
-		if (!f)
-			return '?';
-		p = fgets(buf, sizeof(buf), f);
-		fclose(f);
-		p = p ? strrchr(buf, ')') : NULL;
-		st = p && p[1] == ' ' ? p[2] : '?';
+		st = ms_proc_state(pid);
 		if (st == 'D')
 			return 0;
+		if (st == '?')
+			return st;
 		usleep(10000);
 	}
 	return st;

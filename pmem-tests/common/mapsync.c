@@ -103,8 +103,6 @@ int ms_fiemap(int fd, struct fiemap_extent *ext, int n)
 
 int ms_wait_child(pid_t pid, int secs, int *status)
 {
-	char path[64], buf[512], *p;
-	FILE *f;
 	int i;
 
 	for (i = 0; i < secs * 10; i++) {
@@ -112,6 +110,14 @@ int ms_wait_child(pid_t pid, int secs, int *status)
 			return 0;
 		usleep(100000);
 	}
+	return ms_proc_state(pid);
+}
+
+int ms_proc_state(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	f = fopen(path, "r");
 	if (!f)
@@ -121,6 +127,24 @@ int ms_wait_child(pid_t pid, int secs, int *status)
 	/* "pid (comm) S ...": the state follows the last ')' */
 	p = p ? strrchr(buf, ')') : NULL;
 	return p && p[1] == ' ' && p[2] ? p[2] : '?';
+}
+
+int ms_page_shared(int fd, off_t off)
+{
+	struct {
+		struct fiemap fm;
+		struct fiemap_extent fe[1];
+	} f;
+
+	memset(&f, 0, sizeof(f));
+	f.fm.fm_start = off / 4096 * 4096;
+	f.fm.fm_length = 4096;
+	f.fm.fm_flags = FIEMAP_FLAG_SYNC;
+	f.fm.fm_extent_count = 1;
+	if (ioctl(fd, FS_IOC_FIEMAP, &f.fm) || f.fm.fm_mapped_extents < 1 ||
+	    f.fe[0].fe_logical > (__u64)f.fm.fm_start)
+		return -1;
+	return !!(f.fe[0].fe_flags & FIEMAP_EXTENT_SHARED);
 }
 
 static sigjmp_buf touch_jump;

@@ -55,6 +55,10 @@ int ms_fiemap(int fd, struct fiemap_extent *ext, int n);
  * uninterruptibly, for instance deadlocked in a page fault; '?' unknown).
  */
 int ms_wait_child(pid_t pid, int secs, int *status);
+/* the state letter of pid in /proc/PID/stat ('R', 'S', 'D', ...), '?' if unknown */
+int ms_proc_state(pid_t pid);
+/* is the 4 KiB page at off of fd in an extent FIEMAP reports shared? 1, 0, or -1 */
+int ms_page_shared(int fd, off_t off);
 
 /* Touch p (a write if write); returns the signal it raised (SIGBUS), 0 if none. */
 int ms_touch(volatile char *p, bool write);
