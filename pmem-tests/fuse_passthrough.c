@@ -139,7 +139,7 @@ static const char *const node_name[N_END] = {
 
 static void srv_reply(int fd, uint64_t unique, int err, const void *arg, size_t len)
 {
-	char buf[sizeof(struct k_out_header) + PG + 256];
+	static char buf[sizeof(struct k_out_header) + LEN + 256];
 	struct k_out_header *h = (void *)buf;
 
 	if (len > sizeof(buf) - sizeof(*h))
@@ -268,8 +268,8 @@ static void fuse_server(int fd, const char *const backing[])
 		}
 		case OP_READ: {
 			struct k_read_in *r = arg;
-			static char data[PG];
-			size_t len = r->size > PG ? PG : r->size;
+			static char data[LEN];
+			size_t len = r->size > LEN ? LEN : r->size;
 
 			if (r->offset >= LEN)
 				len = 0;
