@@ -20,8 +20,9 @@
  *                  real file cannot have synchronous faults: the non-DAX
  *                  mount of the same fs, or ext2 -o dax (DAX, but ext2 has
  *                  no FOP_MMAP_SYNC).  MAP_SHARED_VALIDATE|MAP_SYNC is
- *                  refused with EOPNOTSUPP; legacy MAP_SHARED|MAP_SYNC maps
- *                  without VM_SYNC (mmap(2): MAP_SHARED ignores MAP_SYNC).
+ *                  refused with EOPNOTSUPP, and so is legacy
+ *                  MAP_SHARED|MAP_SYNC (fail closed, as stock refuses it
+ *                  on a non-DAX ext4/xfs file).
  *                  The lower file, DAX, read through a read-only fd (no
  *                  copy-up): MAP_SHARED_VALIDATE|MAP_SYNC maps it.
  *   nosync_lower   the other way round: the lower dir where a file cannot
@@ -29,9 +30,16 @@
  *                  upper and work dirs on ext4/xfs DAX (image layers on
  *                  disk, the writable layer on pmem).  A read-only fd opened
  *                  before another open copied the file up keeps mapping
- *                  the lower file: legacy MAP_SHARED|MAP_SYNC of it maps
- *                  (VM_SYNC must not be decided on the upper copy), and
- *                  MAP_SHARED_VALIDATE|MAP_SYNC of it is refused.
+ *                  the lower file: legacy MAP_SHARED|MAP_SYNC and
+ *                  MAP_SHARED_VALIDATE|MAP_SYNC of it are refused (decided
+ *                  on the lower file, not on the DAX upper copy).
+ *   volatile_upper the dax_upper layout mounted -o volatile: the overlay
+ *                  omits every sync of its upper layer and is not to be
+ *                  used after a crash, so MAP_SYNC (validated and legacy)
+ *                  is refused with EOPNOTSUPP (issue #39).
+ * dax_upper also checks that mmap(2) with MAP_SYNC of a copied-up file
+ * fsyncs the upper file once (the copy-up's link into the upper dir is not
+ * committed, and a store into a block copy-up wrote syncs nothing).
  *
  * The fixture makes <mount>/overlay_sync/{lower,upper,work,merged} (upper
  * and work on the upper mount), puts a file in the lower dir, mounts the
@@ -81,6 +89,7 @@ static bool stock_kernel(void)
 struct ovl {
 	char base_lower[1024], base_upper[1024];	/* <mount>/overlay_sync */
 	char lower[1100], upper[1100], work[1100], merged[1100];
+	const char *extra_opts;	/* more overlay mount options ("volatile"), or NULL */
 	bool mounted;
 	int fd;		/* through the overlay */
 	char *map;
@@ -194,7 +203,8 @@ static void ovl_setup(struct __test_metadata *_metadata, struct ovl *o,
 	ASSERT_EQ(0, fsync(fd));
 	close(fd);
 
-	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", o->lower, o->upper, o->work);
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s%s%s", o->lower, o->upper, o->work,
+		 o->extra_opts ? "," : "", o->extra_opts ? o->extra_opts : "");
 	kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
 	if (kmsg >= 0)
 		lseek(kmsg, 0, SEEK_END);
@@ -416,6 +426,125 @@ TEST_F(dax_upper, copy_up_then_validate_map_sync_hole_write_is_synchronous_lower
 	close(lfd);
 }
 
+/*
+ * (c2) The copy-up gap: copy-up moves the new upper file into the upper
+ * dir by a link (an O_TMPFILE) nothing has committed, and a store into a block that
+ * copy-up wrote (page 0 here) is no synchronous fault at all.  So mmap
+ * with MAP_SYNC of a copied-up file fsyncs the upper file once, which on
+ * ext4 and xfs commits the link with it (the link changes the
+ * inode's ctime in the same transaction): counted from the kernel, the
+ * fsync entry of the upper inode during mmap(2).  legacy: MAP_SHARED|MAP_SYNC
+ * (stock maps it with VM_SYNC and no fsync: the gap); validate:
+ * MAP_SHARED_VALIDATE|MAP_SYNC (skips on stock: EOPNOTSUPP).
+ */
+static void copy_up_map_sync_fsyncs(struct __test_metadata *_metadata, struct ovl *o, int flags)
+{
+	const char *name = flags == MSV_SYNC ? "MAP_SHARED_VALIDATE|MAP_SYNC" : "MAP_SHARED|MAP_SYNC";
+	struct ms_sync_count c;
+	char path[PATH_MAX], *map;
+	struct statx up;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/lower_only", o->merged);
+	fd = open(path, O_RDWR);
+	ASSERT_LE(0, fd) TH_LOG("open %s O_RDWR (copy-up): %s", path, strerror(errno));
+	close(o->fd);
+	o->fd = fd;	/* closed by the teardown */
+	ASSERT_EQ(0, real_statx(o->upper, "lower_only", &up))
+		TH_LOG("no copy-up: %s/lower_only: %s", o->upper, strerror(errno));
+	ASSERT_TRUE(is_dax(&up)) TH_LOG("the copied-up file is not DAX");
+
+	ASSERT_EQ(0, ms_trace_start());
+	map = ovl_map(o, fd, LOWER_LEN, flags);
+	if (map == MAP_FAILED && flags == MSV_SYNC)
+		SKIP_IF_STOCK_REFUSES("the file after copy-up");
+	ASSERT_NE(MAP_FAILED, map) TH_LOG("%s of the copied-up file: %s", name, strerror(errno));
+	ASSERT_EQ(0, ms_sync_count(up.stx_ino, &c)) TH_LOG("tracefs or the fsync events are missing");
+	TH_LOG("%s of the copied-up file (upper inode %llu): VM_SYNC (sf) %d, %d fsync of the upper inode during mmap(2)",
+	       name, (unsigned long long)up.stx_ino, ms_vm_sync(map), c.fsyncs);
+	ASSERT_EQ(1, ms_vm_sync(map)) TH_LOG("no VM_SYNC (\"sf\" in smaps)");
+	EXPECT_EQ(1, c.fsyncs)
+		TH_LOG("mmap(2) with MAP_SYNC of a copied-up file did not fsync the upper file: the link that makes it reachable may be uncommitted, and a store into page 0 (a block copy-up wrote) syncs nothing");
+	EXPECT_EQ('l', map[0]);
+}
+
+TEST_F(dax_upper, copy_up_then_legacy_map_sync_fsyncs_the_upper_file)
+{
+	copy_up_map_sync_fsyncs(_metadata, &self->o, LEGACY_SYNC);
+}
+
+TEST_F(dax_upper, copy_up_then_validate_map_sync_fsyncs_the_upper_file)
+{
+	copy_up_map_sync_fsyncs(_metadata, &self->o, MSV_SYNC);
+}
+
+/*
+ * volatile: the same overlay over an ext4 or xfs DAX upper, mounted
+ * -o volatile.  A volatile overlay omits every sync of its upper layer
+ * and must not be used after a crash (Documentation/filesystems/
+ * overlayfs.rst), so it cannot keep MAP_SYNC's promise even though the
+ * real file could: MAP_SHARED_VALIDATE|MAP_SYNC is refused with
+ * EOPNOTSUPP, and so is legacy MAP_SHARED|MAP_SYNC (fail closed: stock
+ * maps it with VM_SYNC, whose durability the mount then discards).
+ * A mapping made is never touched.
+ */
+FIXTURE(volatile_upper) {
+	struct ovl o;
+};
+
+FIXTURE_VARIANT(volatile_upper) {
+	enum ms_mount mnt;
+};
+
+FIXTURE_VARIANT_ADD(volatile_upper, ext4) { .mnt = MS_EXT4_DAX };
+FIXTURE_VARIANT_ADD(volatile_upper, xfs) { .mnt = MS_XFS_DAX };
+
+FIXTURE_SETUP(volatile_upper)
+{
+	self->o.extra_opts = "volatile";
+	ovl_setup(_metadata, &self->o, variant->mnt, variant->mnt, true);
+}
+
+FIXTURE_TEARDOWN(volatile_upper)
+{
+	ovl_teardown(_metadata, &self->o);
+}
+
+static void volatile_refuses(struct __test_metadata *_metadata, struct ovl *o, int flags)
+{
+	const char *name = flags == MSV_SYNC ? "MAP_SHARED_VALIDATE|MAP_SYNC" : "MAP_SHARED|MAP_SYNC";
+	char *map = ovl_map(o, o->fd, LEN, flags);
+	int e = errno;
+
+	if (map == MAP_FAILED)
+		TH_LOG("%s through a volatile overlay: %s", name, strerror(e));
+	else
+		TH_LOG("%s through a volatile overlay: mapped, VM_SYNC (sf) %d", name, ms_vm_sync(map));
+	ASSERT_EQ(MAP_FAILED, map)
+		TH_LOG("a MAP_SYNC mapping of a file on a volatile overlay was made: its durability is discarded after a crash");
+	EXPECT_EQ(EOPNOTSUPP, e) TH_LOG("refused with %s, expected EOPNOTSUPP", strerror(e));
+}
+
+TEST_F(volatile_upper, validate_map_sync_is_refused_eopnotsupp)
+{
+	volatile_refuses(_metadata, &self->o, MSV_SYNC);
+}
+
+TEST_F(volatile_upper, legacy_map_sync_is_refused_eopnotsupp)
+{
+	volatile_refuses(_metadata, &self->o, LEGACY_SYNC);
+}
+
+/* the volatile overlay itself works: a plain MAP_SHARED mapping, no VM_SYNC */
+TEST_F(volatile_upper, map_shared_maps_without_vm_sync)
+{
+	char *map = ovl_map(&self->o, self->o.fd, LEN, MAP_SHARED);
+
+	ASSERT_NE(MAP_FAILED, map) TH_LOG("MAP_SHARED through a volatile overlay: %s", strerror(errno));
+	EXPECT_EQ(0, ms_vm_sync(map));
+	EXPECT_EQ('w', map[0]);
+}
+
 FIXTURE(no_sync_upper) {
 	struct ovl o;
 };
@@ -461,23 +590,27 @@ TEST_F(no_sync_upper, validate_map_sync_is_refused_eopnotsupp)
 }
 
 /*
- * (e) Legacy MAP_SHARED|MAP_SYNC of the same file: mapped without VM_SYNC
- * (MAP_SHARED ignores MAP_SYNC), a working shared mapping.
+ * (e) Legacy MAP_SHARED|MAP_SYNC of the same file: refused with EOPNOTSUPP
+ * too (fail closed).  overlayfs has FOP_MMAP_SYNC (0013), so the call
+ * carries VM_SYNC, and the real file's ->mmap() (non-DAX ext4/xfs) or
+ * backing_file_mmap() (ext2: no FOP_MMAP_SYNC) refuses it, as stock does
+ * for a non-DAX ext4/xfs file.  Stock maps the ext2 variants with a VM_SYNC
+ * ext2 ignores.  A mapping made is never touched (a write fault through a
+ * VM_SYNC ext2 mapping can hang stock).
  */
-TEST_F(no_sync_upper, legacy_map_sync_maps_without_vm_sync)
+TEST_F(no_sync_upper, legacy_map_sync_is_refused_eopnotsupp)
 {
 	char *map = ovl_map(&self->o, self->o.fd, LEN, LEGACY_SYNC);
-	int sf;
+	int e = errno;
 
-	ASSERT_NE(MAP_FAILED, map) TH_LOG("MAP_SHARED|MAP_SYNC through the overlay: %s", strerror(errno));
-	sf = ms_vm_sync(map);
-	TH_LOG("MAP_SHARED|MAP_SYNC through the overlay: mapped, VM_SYNC (sf) %d", sf);
-	/* stop before any store: no write fault through a VM_SYNC ext2 mapping */
-	ASSERT_EQ(0, sf) TH_LOG("VM_SYNC (\"sf\" in smaps) on a mapping whose real file cannot have synchronous faults");
-	EXPECT_EQ('w', map[0]);
-	map[0] = 'y';	/* page 0: written before, inside EOF */
-	ASSERT_EQ(0, msync(map, LEN, MS_SYNC)) TH_LOG("msync: %s", strerror(errno));
-	expect_page_at(_metadata, self->o.fd, 0, 'y', 'w', "page 0 through the overlay (pread) after the store");
+	if (map == MAP_FAILED)
+		TH_LOG("MAP_SHARED|MAP_SYNC through the overlay: %s", strerror(e));
+	else
+		TH_LOG("MAP_SHARED|MAP_SYNC through the overlay: mapped, VM_SYNC (sf) %d",
+		       ms_vm_sync(map));
+	ASSERT_EQ(MAP_FAILED, map)
+		TH_LOG("legacy MAP_SHARED|MAP_SYNC mapped a file that cannot have synchronous faults: a program taking the success as the guarantee loses data at a crash");
+	EXPECT_EQ(EOPNOTSUPP, e) TH_LOG("refused with %s, expected EOPNOTSUPP", strerror(e));
 }
 
 /*
@@ -568,31 +701,33 @@ static int open_ro_then_copy_up(struct __test_metadata *_metadata, struct ovl *o
 }
 
 /*
- * (g) Legacy MAP_SHARED|MAP_SYNC of the read-only fd: maps (MAP_SHARED
- * ignores MAP_SYNC where the file cannot honour it), reads the lower data.
- * A VM_SYNC decided on the upper copy would make the lower file's ->mmap()
- * (or backing_file_mmap()) refuse it.  Stock: maps over ext2 (VM_SYNC,
- * ignored by ext2), refused over non-DAX ext4/xfs (0001's bug).
+ * (g) Legacy MAP_SHARED|MAP_SYNC of the read-only fd, which still maps the
+ * lower file (ovl_mmap() maps the real file chosen at open): the lower file
+ * cannot have synchronous faults, so EOPNOTSUPP (fail closed), decided on
+ * the lower file and not on the DAX upper copy.  Stock: refused over
+ * non-DAX ext4/xfs, mapped over ext2 (a VM_SYNC ext2 ignores).  A mapping
+ * made is never touched.
  */
-TEST_F(nosync_lower, readonly_fd_from_before_copy_up_legacy_map_sync_maps)
+TEST_F(nosync_lower, readonly_fd_from_before_copy_up_legacy_map_sync_refused)
 {
 	int rw, ro = open_ro_then_copy_up(_metadata, &self->o, &rw);
 	char *map;
+	int e;
 
 	ASSERT_LE(0, ro);
 	map = ms_map_placed(LOWER_LEN, PROT_READ, LEGACY_SYNC, ro, MS_PLACE_PTE);
-	if (map == MAP_FAILED) {
-		TH_LOG("MAP_SHARED|MAP_SYNC of the read-only fd opened before the copy-up: %s",
-		       strerror(errno));
-		close(rw);
-		close(ro);
-		ASSERT_TRUE(false);
+	e = errno;
+	if (map != MAP_FAILED) {
+		TH_LOG("MAP_SHARED|MAP_SYNC of the read-only fd opened before the copy-up: mapped, VM_SYNC (sf) %d",
+		       ms_vm_sync(map));
+		munmap(map, LOWER_LEN);
+	} else {
+		TH_LOG("MAP_SHARED|MAP_SYNC of the read-only fd opened before the copy-up: %s", strerror(e));
 	}
-	TH_LOG("MAP_SHARED|MAP_SYNC of the read-only fd: mapped, VM_SYNC (sf) %d", ms_vm_sync(map));
-	EXPECT_EQ('l', map[0]);
-	munmap(map, LOWER_LEN);
 	close(rw);
 	close(ro);
+	ASSERT_EQ(MAP_FAILED, map) TH_LOG("legacy MAP_SHARED|MAP_SYNC mapped a lower file that cannot honour it");
+	EXPECT_EQ(EOPNOTSUPP, e) TH_LOG("refused with %s, expected EOPNOTSUPP", strerror(e));
 }
 
 /*
