@@ -58,6 +58,9 @@
  */
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include "kselftest_harness.h"
 #include "mapsync.h"
@@ -71,6 +74,7 @@
 #define MAP_UNINITIALIZED_ 0x4000000UL	/* mman-common.h; glibc lacks it */
 #define MAP_HUGE_2MB_ (21UL << 26)	/* mmap(2): log2 of the size at bit 26 */
 #define MAP_HUGE_1GB_ (30UL << 26)
+#define HUGETLBFS_MAGIC_ 0x958458f6U	/* include/uapi/linux/magic.h */
 
 #define LEN (2UL << 20)
 #define TYPE_MASK 0x0fUL		/* MAP_TYPE */
@@ -89,23 +93,89 @@
 	MAP_SYNC | MAP_FIXED_NOREPLACE | MAP_UNINITIALIZED_ | MAP_HUGE_2MB_ |	\
 	MAP_HUGE_1GB_)
 
-enum backing { EXT4_DAX, EXT4_NODAX, XFS_DAX, XFS_NODAX, TMPFS, DEVDAX, ANON };
+enum backing { EXT4_DAX, EXT4_NODAX, XFS_DAX, XFS_NODAX, TMPFS, DEVDAX, HUGETLBFS, ANON };
 
 static const char *const backing_name[] = {
 	"ext4 DAX", "ext4 non-DAX", "xfs DAX", "xfs non-DAX", "tmpfs", "device-dax",
-	"anonymous",
+	"hugetlbfs", "anonymous",
 };
 
-/* Files that support MAP_SYNC: DAX files of ext4 and xfs, and device-dax. */
+/*
+ * File systems that support MAP_SYNC (FOP_MMAP_SYNC: ext4, xfs, device-dax),
+ * and of their files those that can have it: DAX files of ext4 and xfs on a
+ * synchronous DAX device (the emulated NVDIMM is one), and device-dax.
+ */
+static bool fs_supports_sync(enum backing b)
+{
+	return b == EXT4_DAX || b == EXT4_NODAX || b == XFS_DAX || b == XFS_NODAX ||
+	       b == DEVDAX;
+}
+
 static bool supports_sync(enum backing b)
 {
 	return b == EXT4_DAX || b == XFS_DAX || b == DEVDAX;
 }
 
-/* Does this kernel have huge pages at all (CONFIG_HUGETLBFS)?  Ours has not. */
+/* Does this kernel have huge pages at all (CONFIG_HUGETLBFS)? */
 static bool have_huge_pages(void)
 {
 	return access("/sys/kernel/mm/hugepages", F_OK) == 0;
+}
+
+/*
+ * Huge pages the hugetlb cases need at once: one for the mapping being
+ * tried, one that a hugetlbfs file keeps in its page cache after
+ * MAP_POPULATE, and spares.  Reserved once per run (vm.nr_hugepages).
+ */
+#define HUGE_PAGES 8
+
+static bool huge_pool_ready(void)
+{
+	static int ready = -1;
+	char buf[32];
+	long n = 0;
+	int fd;
+
+	if (ready >= 0)
+		return ready;
+	ready = 0;
+	fd = open("/proc/sys/vm/nr_hugepages", O_RDWR);
+	if (fd < 0)
+		return false;
+	if (read(fd, buf, sizeof(buf) - 1) > 0)
+		n = strtol(buf, NULL, 10);
+	if (n < HUGE_PAGES) {
+		snprintf(buf, sizeof(buf), "%d\n", HUGE_PAGES);
+		if (pwrite(fd, buf, strlen(buf), 0) < 0) {
+			close(fd);
+			return false;
+		}
+		n = 0;
+		if (pread(fd, buf, sizeof(buf) - 1, 0) > 0)
+			n = strtol(buf, NULL, 10);
+	}
+	close(fd);
+	ready = n >= HUGE_PAGES;
+	return ready;
+}
+
+/*
+ * The huge page size field of MAP_HUGETLB (bits 26-31, log2 of the size):
+ * 0 for the default size, else a size the kernel has (x86-64: 2 MiB, 1 GiB
+ * when the CPU has gbpages).
+ */
+static bool huge_size_ok(unsigned long flags)
+{
+	unsigned int log = (flags >> 26) & 0x3f;
+	char path[96];
+
+	if (!log)
+		return true;
+	if (log < 12 || log > 40)
+		return false;
+	snprintf(path, sizeof(path), "/sys/kernel/mm/hugepages/hugepages-%lukB",
+		 (1UL << (log - 10)));
+	return access(path, F_OK) == 0;
 }
 
 /* What the model allows: 0, the call must succeed; else the errors it may give. */
@@ -122,24 +192,38 @@ static unsigned int model(enum backing b, unsigned long flags)
 {
 	unsigned long type = flags & TYPE_MASK;
 	bool anon = b == ANON || (flags & MAP_ANONYMOUS);
+	bool huge = flags & MAP_HUGETLB;
+	bool huge_anon_ok = anon && huge && have_huge_pages() && huge_size_ok(flags);
+	/*
+	 * Does do_mmap() map a file?  Anonymous MAP_HUGETLB memory is a file:
+	 * ksys_mmap_pgoff() sets up an unlinked hugetlbfs file for it.
+	 */
+	bool has_file = !anon || huge_anon_ok;
+	/* ... and is it a hugetlbfs file (needs the huge page pool)? */
+	bool hugetlb = huge_anon_ok || (!anon && b == HUGETLBFS);
 	unsigned int fails = 0;
 
 	/*
 	 * mmap(2): flags hold exactly one of MAP_SHARED, MAP_SHARED_VALIDATE,
 	 * MAP_PRIVATE, else EINVAL.  9651fcedf7b9 adds MAP_DROPPABLE, a type
 	 * for anonymous memory only (a file cannot be dropped and read back
-	 * as zeros).
+	 * as zeros).  The kernel's rule, kept since 4.15 (1c9725974074 added
+	 * MAP_SHARED_VALIDATE to the file branch of do_mmap() only):
+	 * MAP_SHARED_VALIDATE is a type for files, EINVAL for anonymous
+	 * memory but anonymous MAP_HUGETLB memory, which is a hugetlbfs file.
 	 */
-	if (type != MAP_SHARED && type != MAP_SHARED_VALIDATE && type != MAP_PRIVATE &&
-	    !(type == MAP_DROPPABLE && anon))
+	if (has_file) {
+		if (type != MAP_SHARED && type != MAP_SHARED_VALIDATE && type != MAP_PRIVATE)
+			fails |= FAILS_EINVAL;
+	} else if (type != MAP_SHARED && type != MAP_PRIVATE && type != MAP_DROPPABLE) {
 		fails |= FAILS_EINVAL;
+	}
 
 	/*
 	 * mmap(2), 1c9725974074: MAP_SHARED_VALIDATE behaves as MAP_SHARED,
 	 * except that a flag the kernel does not know fails with EOPNOTSUPP
-	 * (MAP_SHARED, and the other types, ignore it).  Anonymous memory is
-	 * no exception: "the same behavior as MAP_SHARED", and MAP_SHARED
-	 * takes MAP_ANONYMOUS.  MAP_FIXED_NOREPLACE is a known flag.
+	 * (MAP_SHARED, and the other types, ignore it).  MAP_FIXED_NOREPLACE
+	 * is a known flag.
 	 */
 	if (type == MAP_SHARED_VALIDATE && (flags & ~(TYPE_MASK | DOCUMENTED_FLAGS)))
 		fails |= FAILS_EOPNOTSUPP;
@@ -147,33 +231,55 @@ static unsigned int model(enum backing b, unsigned long flags)
 	/*
 	 * mmap(2), MAP_SYNC: "available only with MAP_SHARED_VALIDATE";
 	 * "supported only for files supporting DAX.  For other files, creating
-	 * a mapping with this flag results in an EOPNOTSUPP error"; "mappings
-	 * of type MAP_SHARED will silently ignore this flag".  Anonymous memory
-	 * is no DAX file.
+	 * a mapping with this flag results in an EOPNOTSUPP error".  Anonymous
+	 * memory and hugetlbfs are no DAX files.
 	 */
 	if (type == MAP_SHARED_VALIDATE && (flags & MAP_SYNC) && (anon || !supports_sync(b)))
 		fails |= FAILS_EOPNOTSUPP;
 
 	/*
+	 * mmap(2) adds "mappings of type MAP_SHARED will silently ignore this
+	 * flag".  They do on every file system that does not support MAP_SYNC;
+	 * on one that does (ext4, xfs, device-dax), MAP_SHARED|MAP_SYNC has
+	 * asked for synchronous faults since 4.15 (b6fb293f2497), and ext4
+	 * and xfs refuse it with EOPNOTSUPP for a file that cannot have them
+	 * (not DAX).  Failing rather than mapping without synchronous faults
+	 * is what keeps such a call safe, so the model keeps it.  MAP_PRIVATE
+	 * has nothing to sync: it ignores MAP_SYNC.
+	 */
+	if (type == MAP_SHARED && (flags & MAP_SYNC) && !anon && fs_supports_sync(b) &&
+	    !supports_sync(b))
+		fails |= FAILS_EOPNOTSUPP;
+
+	/*
 	 * MAP_HUGETLB: mmap(2) says only "allocate the mapping using huge
 	 * pages".  The kernel's rule, kept since 2.6.32: a file must be on
-	 * hugetlbfs (none of ours is) and anonymous memory needs a huge page
-	 * size the kernel has, else EINVAL, whatever the type and other flags.
-	 * With huge pages configured the outcome depends on the pool (ENOMEM
-	 * when it is empty unless MAP_NORESERVE); not modelled.
+	 * hugetlbfs, and anonymous memory needs a huge page size the kernel
+	 * has (bits 26-31: 0 for the default), else EINVAL, whatever the type
+	 * and other flags.  With the pool reserved (huge_pool_ready()) such a
+	 * mapping succeeds as any other file mapping does.
 	 */
-	if (flags & MAP_HUGETLB) {
-		if (anon && have_huge_pages())
-			return NOT_MODELLED;
+	if (huge && !anon && b != HUGETLBFS)
 		fails |= FAILS_EINVAL;
-	}
+	if (huge && anon && !huge_anon_ok)
+		fails |= FAILS_EINVAL;
+	if (hugetlb && !fails && !huge_pool_ready())
+		return NOT_MODELLED;
+
+	/*
+	 * device-dax maps shared only: a private mapping fails with EINVAL
+	 * (drivers/dax/device.c, check_vma()).
+	 */
+	if (b == DEVDAX && !anon && type == MAP_PRIVATE)
+		fails |= FAILS_EINVAL;
 
 	/*
 	 * MAP_GROWSDOWN: "used for stacks", which grow into private anonymous
-	 * memory.  The kernel refuses it with EINVAL for every file mapping and
-	 * for shared anonymous memory (a shared object does not grow).
+	 * memory.  The kernel refuses it with EINVAL for every file mapping
+	 * (hugetlbfs included) and for shared anonymous memory (a shared
+	 * object does not grow).
 	 */
-	if ((flags & MAP_GROWSDOWN) && !(anon && type == MAP_PRIVATE))
+	if ((flags & MAP_GROWSDOWN) && !(!has_file && type == MAP_PRIVATE))
 		fails |= FAILS_EINVAL;
 
 	/*
@@ -230,6 +336,25 @@ static int open_backing(enum backing b, const char **why)
 		return -2;	/* no file: try_map() passes -1 */
 	} else if (b == TMPFS) {
 		fd = open("/tmp/flag_bits", O_RDWR | O_CREAT | O_TRUNC, 0644);
+	} else if (b == HUGETLBFS) {
+		/* a hugetlbfs mount of the default huge page size, once per run */
+		static const char mnt_dir[] = "/tmp/flag_bits.hugetlbfs";
+		struct statfs sfs;
+
+		if (!have_huge_pages()) {
+			*why = "no huge pages in this kernel (CONFIG_HUGETLBFS)";
+			return -1;
+		}
+		if (!huge_pool_ready()) {
+			*why = "could not reserve huge pages (vm.nr_hugepages)";
+			return -1;
+		}
+		mkdir(mnt_dir, 0755);
+		if (statfs(mnt_dir, &sfs) || (unsigned int)sfs.f_type != HUGETLBFS_MAGIC_) {
+			if (mount("nodev", mnt_dir, "hugetlbfs", 0, NULL))
+				return -1;
+		}
+		fd = open("/tmp/flag_bits.hugetlbfs/flag_bits", O_RDWR | O_CREAT | O_TRUNC, 0644);
 	} else if (b == DEVDAX) {
 		dir = getenv("MAPSYNC_DEVDAX");
 		if (!dir || !*dir) {
@@ -385,6 +510,7 @@ BIT_VARIANTS(xfs_dax, XFS_DAX);
 BIT_VARIANTS(xfs_nodax, XFS_NODAX);
 BIT_VARIANTS(tmpfs, TMPFS);
 BIT_VARIANTS(devdax, DEVDAX);
+BIT_VARIANTS(hugetlbfs, HUGETLBFS);
 
 FIXTURE_SETUP(bits)
 {
@@ -404,8 +530,8 @@ static void bit_case(struct __test_metadata *_metadata, int fd, enum backing b,
 	int bad = check_via(_metadata, fd, b, flags, via, &not_modelled);
 
 	if (not_modelled)
-		SKIP(return, "flags %#lx: MAP_HUGETLB with huge pages configured is not modelled",
-		     flags);
+		SKIP(return, "flags %#lx: MAP_HUGETLB: no pool of %d huge pages",
+		     flags, HUGE_PAGES);
 	EXPECT_EQ(0, bad);
 }
 
@@ -421,6 +547,13 @@ TEST_F(bits, shared_matches_model)
 {
 	bit_case(_metadata, self->fd, variant->backing,
 		 MAP_SHARED | ((1UL << variant->bit) & ~TYPE_MASK), VIA_MMAP);
+}
+
+/* MAP_PRIVATE | bit, likewise: MAP_SYNC (bit 19) means nothing here. */
+TEST_F(bits, private_matches_model)
+{
+	bit_case(_metadata, self->fd, variant->backing,
+		 MAP_PRIVATE | ((1UL << variant->bit) & ~TYPE_MASK), VIA_MMAP);
 }
 
 #ifdef __i386__
@@ -496,6 +629,7 @@ PAIR_VARIANTS(xfs_dax, XFS_DAX);
 PAIR_VARIANTS(xfs_nodax, XFS_NODAX);
 PAIR_VARIANTS(tmpfs, TMPFS);
 PAIR_VARIANTS(devdax, DEVDAX);
+PAIR_VARIANTS(hugetlbfs, HUGETLBFS);
 
 FIXTURE_SETUP(pairs)
 {
@@ -526,7 +660,7 @@ static void pair_case(struct __test_metadata *_metadata, int fd, enum backing b,
 		}
 	}
 	if (not_modelled)
-		TH_LOG("%d pairs not tried: MAP_HUGETLB with huge pages configured", not_modelled);
+		TH_LOG("%d pairs not tried: MAP_HUGETLB with no pool of huge pages", not_modelled);
 	EXPECT_EQ(0, bad) TH_LOG("%s: %d of %d pairs differ from the model",
 				 backing_name[b], bad, tried);
 	EXPECT_LT(0, tried);
@@ -558,6 +692,7 @@ FIXTURE_VARIANT_ADD(word, xfs_dax) { .backing = XFS_DAX };
 FIXTURE_VARIANT_ADD(word, xfs_nodax) { .backing = XFS_NODAX };
 FIXTURE_VARIANT_ADD(word, tmpfs) { .backing = TMPFS };
 FIXTURE_VARIANT_ADD(word, devdax) { .backing = DEVDAX };
+FIXTURE_VARIANT_ADD(word, hugetlbfs) { .backing = HUGETLBFS };
 FIXTURE_VARIANT_ADD(word, anon) { .backing = ANON };
 
 FIXTURE_SETUP(word)
@@ -608,7 +743,7 @@ TEST_F(word, droppable_matches_model)
 		bad += check_one(_metadata, self->fd, variant->backing,
 				 MAP_DROPPABLE | (1UL << k), &not_modelled);
 	if (not_modelled)
-		TH_LOG("%d calls not tried: MAP_HUGETLB with huge pages configured", not_modelled);
+		TH_LOG("%d calls not tried: MAP_HUGETLB with no pool of huge pages", not_modelled);
 	EXPECT_EQ(0, bad) TH_LOG("%s: %d of %d calls differ from the model",
 				 backing_name[variant->backing], bad, WORD_BITS - 3);
 }
