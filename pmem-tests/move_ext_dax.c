@@ -30,7 +30,6 @@
 #include <linux/stat.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include "kselftest_harness.h"
 #include "mapsync.h"
@@ -207,21 +206,6 @@ TEST_F(mext, refused_and_nothing_moves)
 		       "DAX file pread '%c', mapping '%c', block %#llx (was %#llx)",
 		       pg, page_byte(pfd, pg), pa[pg], pb[pg],
 		       page_byte(dfd, pg), map[pg * PG], da[pg], db[pg]);
-	if (!ret) {
-		/* what the DAX file's mapping does with the blocks it still maps */
-		int sig = ms_touch(map, true);
-		int dfd2;
-		static char buf[PG] __attribute__((aligned(PG)));
-
-		TH_LOG("moved: a store through the DAX file's mapping to page 0 %s%s",
-		       sig ? "raised " : "succeeded", sig ? strsignal(sig) : "");
-		fsync(pfd);
-		dfd2 = open(self->plain, O_RDONLY | O_DIRECT);
-		if (dfd2 >= 0 && pread(dfd2, buf, PG, 0) == (ssize_t)PG)
-			TH_LOG("moved: the non-DAX file's page 0 on media (O_DIRECT): '%c'", buf[0]);
-		if (dfd2 >= 0)
-			close(dfd2);
-	}
 	EXPECT_EQ(-1, ret);
 	EXPECT_EQ(EOPNOTSUPP, err);
 	EXPECT_EQ(0ULL, (unsigned long long)me.moved_len);
