@@ -19,10 +19,11 @@
  *
  * Every case: a source file (old data, a pattern of the file offset),
  * synced; a clone of it (FICLONE), both with a CoW extent size hint of one
- * block so that the CoW fork holds only what the write asks for; a deleted
- * file's data left in free space near them first (a 64-block clone that
- * copy-on-wrote all its blocks with 0xa5, then removed), as the free space
- * of a used file system holds.  Then one pwrite() into the clone (or the
+ * block so that the CoW fork holds only what the write asks for; made
+ * after a deleted file's data became the only free space (a 64-block file
+ * of 0xa5, a filler fallocated over the rest of the free space, the file
+ * removed), so that every block the case allocates held that data, as the
+ * free space of a used file system may.  Then one pwrite() into the clone (or the
  * source) from a buffer whose next page is PROT_NONE, `readable` bytes
  * before it (0: EFAULT at the first byte).  Checked: the count (EFAULT, or
  * at most `readable` bytes), the size of both files, their exact block
@@ -42,6 +43,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include "kselftest_harness.h"
 #include "mapsync.h"
 
@@ -64,6 +66,7 @@ static char new_byte(off_t i)
 
 FIXTURE(rsw) {
 	char src[PATH_MAX], clone[PATH_MAX];
+	const char *dir;
 	int sfd, cfd;
 	char *ubuf;
 };
@@ -129,41 +132,59 @@ static int sync_dir(const char *dir)
 	return ret;
 }
 
+static void filler_path(char *path, size_t size, const char *dir)
+{
+	snprintf(path, size, "%s/rsw-filler", dir);
+}
+
 /*
- * Leave a deleted file's data (JUNK) in free blocks near new inodes: a
- * clone whose every block is copied on write (the CoW blocks are allocated
- * near its inode, where the CoW blocks of the case's clone will be), then
- * both removed and the log forced, so that the blocks are free again.
+ * Make a deleted file's data (JUNK) the only free space of the file system,
+ * so that every block the case allocates (its files, and the CoW blocks of
+ * the write) held that data: a file of JUNK_PAGES pages of JUNK, synced; a
+ * filler file fallocated over all the rest of the free space; the JUNK file
+ * removed and the log forced, so that its blocks are free again.  The
+ * filler is removed when the case ends (FIXTURE_TEARDOWN), and by the next
+ * setup if a setup failed before.
  */
 static void leave_junk(struct __test_metadata *_metadata, const char *dir)
 {
-	char a[PATH_MAX], b[PATH_MAX];
+	char junk[PATH_MAX], filler[PATH_MAX];
 	char *buf = malloc(JUNK_PAGES * PG);
-	int fa, fb;
+	struct statfs sf;
+	int fd, dfd;
+	off_t want;
 
 	ASSERT_NE(NULL, buf);
-	snprintf(a, sizeof(a), "%s/junk-%d-a", dir, getpid());
-	snprintf(b, sizeof(b), "%s/junk-%d-b", dir, getpid());
-	memset(buf, 'j', JUNK_PAGES * PG);
-	fa = open(a, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	ASSERT_LE(0, fa) TH_LOG("create %s: %s", a, strerror(errno));
-	ASSERT_EQ(JUNK_PAGES * PG, pwrite(fa, buf, JUNK_PAGES * PG, 0));
-	ASSERT_EQ(0, fsync(fa));
-	fb = open(b, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	ASSERT_LE(0, fb) TH_LOG("create %s: %s", b, strerror(errno));
-	ASSERT_EQ(0, ioctl(fb, FICLONE, fa)) TH_LOG("FICLONE: %s", strerror(errno));
+	snprintf(junk, sizeof(junk), "%s/rsw-junk", dir);
+	filler_path(filler, sizeof(filler), dir);
+	unlink(filler);
 	memset(buf, JUNK, JUNK_PAGES * PG);
-	ASSERT_EQ(JUNK_PAGES * PG, pwrite(fb, buf, JUNK_PAGES * PG, 0));
-	ASSERT_EQ(0, fsync(fb));
-	close(fa);
-	close(fb);
-	unlink(a);
-	unlink(b);
+	fd = open(junk, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, fd) TH_LOG("create %s: %s", junk, strerror(errno));
+	ASSERT_EQ(JUNK_PAGES * PG, pwrite(fd, buf, JUNK_PAGES * PG, 0));
+	ASSERT_EQ(0, fsync(fd));
+	close(fd);
 	free(buf);
-	fa = open(dir, O_RDONLY | O_DIRECTORY);
-	ASSERT_LE(0, fa);
-	ASSERT_EQ(0, syncfs(fa));
-	close(fa);
+	ASSERT_EQ(0, statfs(dir, &sf));
+	fd = open(filler, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, fd) TH_LOG("create %s: %s", filler, strerror(errno));
+	/* all that is free: ENOSPC after a part is fine (xfs keeps what it got) */
+	want = (off_t)sf.f_bavail * sf.f_bsize;
+	if (fallocate(fd, 0, 0, want) && errno != ENOSPC)
+		ASSERT_EQ(0, errno) TH_LOG("fallocate %lld bytes: %s", (long long)want, strerror(errno));
+	ASSERT_EQ(0, fsync(fd));
+	close(fd);
+	ASSERT_EQ(0, unlink(junk));
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	ASSERT_LE(0, dfd);
+	ASSERT_EQ(0, syncfs(dfd));
+	ASSERT_EQ(0, statfs(dir, &sf));
+	close(dfd);
+	TH_LOG("free space left (the deleted data's blocks, less what metadata took): %llu blocks of %lu",
+	       (unsigned long long)sf.f_bfree, (unsigned long)sf.f_bsize);
+	ASSERT_GE(JUNK_PAGES + 16, (long)sf.f_bfree)
+		TH_LOG("the filler left more free space than the deleted file's blocks");
+	ASSERT_LE(16, (long)sf.f_bfree) TH_LOG("the filler left no room for the case");
 }
 
 FIXTURE_SETUP(rsw)
@@ -175,6 +196,7 @@ FIXTURE_SETUP(rsw)
 
 	self->sfd = self->cfd = -1;
 	self->ubuf = MAP_FAILED;
+	self->dir = NULL;
 	/* a device the case needs that is missing fails the run */
 	ASSERT_TRUE(dir && *dir) TH_LOG("%s is not set: pmem-tests/run makes it on a 7th fsdax namespace (boot with mode=fsdax*7)", ENV);
 	ASSERT_EQ(0, ms_mount_options(dir, opts, sizeof(opts))) TH_LOG("%s is not a mount point", dir);
@@ -183,6 +205,7 @@ FIXTURE_SETUP(rsw)
 	snprintf(self->clone, sizeof(self->clone), "%s/rsw-%s-clone", dir, _metadata->name);
 	unlink(self->clone);
 	unlink(self->src);
+	self->dir = dir;
 	leave_junk(_metadata, dir);
 
 	buf = malloc(variant->size);
@@ -221,6 +244,12 @@ FIXTURE_TEARDOWN(rsw)
 		close(self->sfd);
 	unlink(self->clone);
 	unlink(self->src);
+	if (self->dir) {
+		char filler[PATH_MAX];
+
+		filler_path(filler, sizeof(filler), self->dir);
+		unlink(filler);
+	}
 }
 
 /*
