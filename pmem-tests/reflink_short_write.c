@@ -152,7 +152,7 @@ static void leave_junk(struct __test_metadata *_metadata, const char *dir)
 	char *buf = malloc(JUNK_PAGES * PG);
 	struct statfs sf;
 	int fd, dfd;
-	off_t want;
+	off_t chunk, at;
 
 	ASSERT_NE(NULL, buf);
 	snprintf(junk, sizeof(junk), "%s/rsw-junk", dir);
@@ -168,10 +168,20 @@ static void leave_junk(struct __test_metadata *_metadata, const char *dir)
 	ASSERT_EQ(0, statfs(dir, &sf));
 	fd = open(filler, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	ASSERT_LE(0, fd) TH_LOG("create %s: %s", filler, strerror(errno));
-	/* all that is free: ENOSPC after a part is fine (xfs keeps what it got) */
-	want = (off_t)sf.f_bavail * sf.f_bsize;
-	if (fallocate(fd, 0, 0, want) && errno != ENOSPC)
-		ASSERT_EQ(0, errno) TH_LOG("fallocate %lld bytes: %s", (long long)want, strerror(errno));
+	/*
+	 * All that is free: xfs refuses a request it cannot reserve whole
+	 * (ENOSPC, nothing allocated), so fill in chunks, halving the chunk
+	 * at each ENOSPC down to one block.
+	 */
+	for (chunk = 64 << 20, at = 0; chunk >= (off_t)sf.f_bsize; ) {
+		if (!fallocate(fd, 0, at, chunk)) {
+			at += chunk;
+			continue;
+		}
+		ASSERT_EQ(ENOSPC, errno) TH_LOG("fallocate %lld bytes at %lld: %s",
+						(long long)chunk, (long long)at, strerror(errno));
+		chunk /= 2;
+	}
 	ASSERT_EQ(0, fsync(fd));
 	close(fd);
 	ASSERT_EQ(0, unlink(junk));
@@ -180,11 +190,11 @@ static void leave_junk(struct __test_metadata *_metadata, const char *dir)
 	ASSERT_EQ(0, syncfs(dfd));
 	ASSERT_EQ(0, statfs(dir, &sf));
 	close(dfd);
-	TH_LOG("free space left (the deleted data's blocks, less what metadata took): %llu blocks of %lu",
-	       (unsigned long long)sf.f_bfree, (unsigned long)sf.f_bsize);
-	ASSERT_GE(JUNK_PAGES + 16, (long)sf.f_bfree)
+	TH_LOG("free space left (the deleted data's blocks, less what metadata took): %llu blocks of %lu (filler: %lld MiB)",
+	       (unsigned long long)sf.f_bavail, (unsigned long)sf.f_bsize, (long long)(at >> 20));
+	ASSERT_GE(JUNK_PAGES + 16, (long)sf.f_bavail)
 		TH_LOG("the filler left more free space than the deleted file's blocks");
-	ASSERT_LE(16, (long)sf.f_bfree) TH_LOG("the filler left no room for the case");
+	ASSERT_LE(16, (long)sf.f_bavail) TH_LOG("the filler left no room for the case");
 }
 
 FIXTURE_SETUP(rsw)

@@ -16,23 +16,16 @@
  *                    not torn down: reading it again takes no page fault
  *                    (getrusage() minor faults of the thread), whether its
  *                    entry is dirty (the store not synced) or clean (fsync).
- *   zpx.nowait       xfs -o dax, a 16 KiB file with a 16 KiB extent size
- *                    hint, mapped MAP_SHARED_VALIDATE|MAP_SYNC: pages 0 and
- *                    2 read (the zero page), a store to page 1 allocates the
- *                    whole hint written and zeroed (0012), so pages 0 and 2
- *                    are zero pages over written blocks.  pwritev2(RWF_NOWAIT)
- *                    of page 0 returns EAGAIN and writes nothing: the zero
- *                    page would have to be invalidated, which waits for the
- *                    entry lock of any fault in progress there (a race that
- *                    cannot be made deterministic from user space: the
- *                    contract is tested, EAGAIN before anything is done, as
- *                    direct I/O does when cached pages would have to be
- *                    invalidated).  A blocking pwrite() then writes, and the
- *                    mapping sees it.  Not on ext4: a non-direct RWF_NOWAIT
- *                    write there is EINVAL before it reaches DAX (ext4 has no
- *                    FOP_BUFFER_WASYNC, generic_write_checks_count()).  Stock
- *                    xfs allocates 4 KiB for the store (no 0012): the state
- *                    cannot be made, the case skips there.
+ *   nowait           pwritev2(RWF_NOWAIT) of page 0, through an O_DIRECT fd
+ *                    (ext4 refuses a non-direct RWF_NOWAIT write with EINVAL
+ *                    before it reaches DAX: no FOP_BUFFER_WASYNC), returns
+ *                    EAGAIN and writes nothing: the zero page would have to
+ *                    be invalidated, which waits for the entry lock of any
+ *                    fault in progress there (a race that cannot be made
+ *                    deterministic from user space: the contract is tested,
+ *                    EAGAIN before anything is done, as direct I/O does when
+ *                    cached pages would have to be invalidated).  A blocking
+ *                    pwrite() then writes, and the mapping sees it.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -165,66 +158,22 @@ TEST_F(zp, only_zero_pages)
 	EXPECT_EQ('Y', page_byte(self->fd, 2));
 }
 
-FIXTURE(zpx) {
-	const char *dir;
-	volatile char *map;
-	int fd;
-};
-
-FIXTURE_SETUP(zpx)
+TEST_F(zp, nowait)
 {
-	char path[PATH_MAX];
-	long blocks;
-
-	self->fd = -1;
-	self->map = MAP_FAILED;
-	self->dir = ms_mount_dir(MS_XFS_DAX);
-	ASSERT_NE(NULL, self->dir) TH_LOG("%s is not set: run under pmem-tests/run", ms_mount_env(MS_XFS_DAX));
-	snprintf(path, sizeof(path), "%s/zero_page_write", self->dir);
-	unlink(path);
-	self->fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
-	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, ms_set_extsize(self->fd, LEN)) TH_LOG("extent size hint: %s", strerror(errno));
-	ASSERT_EQ(0, ftruncate(self->fd, LEN));
-	ASSERT_EQ(0, fsync(self->fd));
-	self->map = ms_map_placed(LEN, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC,
-				  self->fd, MS_PLACE_PTE);
-	ASSERT_NE(MAP_FAILED, (void *)self->map);
-	ASSERT_EQ(0, self->map[0]);		/* the zero page */
-	ASSERT_EQ(0, self->map[2 * PG]);	/* the zero page */
-	self->map[PG] = 'm';
-	blocks = written_blocks(self->fd);
-	TH_LOG("the store to page 1 of a file with a %lu KiB hint: %ld blocks written", LEN / 1024, blocks);
-	if (blocks == 1)
-		SKIP(return, "xfs allocated one block for the store (the extent size hint is ignored for DAX without 0012): no zero page over a written block");
-	ASSERT_EQ(NPG, blocks);
-}
-
-FIXTURE_TEARDOWN(zpx)
-{
-	char path[PATH_MAX];
-
-	if (self->map != MAP_FAILED)
-		munmap((void *)self->map, LEN);
-	if (self->fd >= 0)
-		close(self->fd);
-	if (self->dir) {
-		snprintf(path, sizeof(path), "%s/zero_page_write", self->dir);
-		unlink(path);
-	}
-}
-
-TEST_F(zpx, nowait)
-{
-	static char buf[PG];
+	static char buf[PG] __attribute__((aligned(PG)));
 	struct iovec iov = { .iov_base = buf, .iov_len = PG };
+	char path[PATH_MAX];
 	ssize_t n;
-	int err;
+	int dfd, err;
 
 	memset(buf, 'X', PG);
-	n = pwritev2(self->fd, &iov, 1, 0, RWF_NOWAIT);
+	snprintf(path, sizeof(path), "%s/zero_page_write", self->dir);
+	dfd = open(path, O_RDWR | O_DIRECT);
+	ASSERT_LE(0, dfd) TH_LOG("open O_DIRECT: %s", strerror(errno));
+	n = pwritev2(dfd, &iov, 1, 0, RWF_NOWAIT);
 	err = errno;
-	TH_LOG("pwritev2(RWF_NOWAIT) into a zero-page-mapped written block: %zd (%s)",
+	close(dfd);
+	TH_LOG("pwritev2(RWF_NOWAIT), O_DIRECT, into a zero-page-mapped written block: %zd (%s)",
 	       n, n < 0 ? strerror(err) : "written");
 	EXPECT_EQ(-1, n);
 	EXPECT_EQ(EAGAIN, err);
