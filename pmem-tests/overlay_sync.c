@@ -466,6 +466,17 @@ static void copy_up_map_sync_fsyncs(struct __test_metadata *_metadata, struct ov
 	EXPECT_EQ(1, c.fsyncs)
 		TH_LOG("mmap(2) with MAP_SYNC of a copied-up file did not fsync the upper file: the link that makes it reachable may be uncommitted, and a store into page 0 (a block copy-up wrote) syncs nothing");
 	EXPECT_EQ('l', map[0]);
+	munmap(map, LOWER_LEN);
+
+	/* once: the copy-up is committed now, a second mapping syncs nothing */
+	ASSERT_EQ(0, ms_trace_start());
+	map = ovl_map(o, fd, LOWER_LEN, flags);
+	ASSERT_NE(MAP_FAILED, map) TH_LOG("%s of the copied-up file, again: %s", name, strerror(errno));
+	ASSERT_EQ(0, ms_sync_count(up.stx_ino, &c)) TH_LOG("tracefs or the fsync events are missing");
+	TH_LOG("%s of the same file again: %d fsync of the upper inode during mmap(2)", name, c.fsyncs);
+	EXPECT_EQ(0, c.fsyncs)
+		TH_LOG("a second MAP_SYNC mmap of a copied-up file fsynced it again: every mmap pays a commit or a cache flush");
+	munmap(map, LOWER_LEN);
 }
 
 TEST_F(dax_upper, copy_up_then_legacy_map_sync_fsyncs_the_upper_file)
@@ -611,6 +622,36 @@ TEST_F(no_sync_upper, legacy_map_sync_is_refused_eopnotsupp)
 	ASSERT_EQ(MAP_FAILED, map)
 		TH_LOG("legacy MAP_SHARED|MAP_SYNC mapped a file that cannot have synchronous faults: a program taking the success as the guarantee loses data at a crash");
 	EXPECT_EQ(EOPNOTSUPP, e) TH_LOG("refused with %s, expected EOPNOTSUPP", strerror(e));
+}
+
+/*
+ * (e2) A copy-up, then MAP_SYNC refused (the upper file cannot have
+ * synchronous faults): the refused mmap(2) syncs nothing (the fsync for
+ * the copy-up's link is only for a mapping the real file granted).
+ */
+TEST_F(no_sync_upper, copy_up_then_refused_map_sync_syncs_nothing)
+{
+	struct ms_sync_count c;
+	char path[PATH_MAX], *map;
+	struct statx up;
+	int fd, e;
+
+	snprintf(path, sizeof(path), "%s/lower_only", self->o.merged);
+	fd = open(path, O_RDWR);
+	ASSERT_LE(0, fd) TH_LOG("open %s O_RDWR (copy-up): %s", path, strerror(errno));
+	close(self->o.fd);
+	self->o.fd = fd;	/* closed by the teardown */
+	ASSERT_EQ(0, real_statx(self->o.upper, "lower_only", &up))
+		TH_LOG("no copy-up: %s/lower_only: %s", self->o.upper, strerror(errno));
+	ASSERT_EQ(0, ms_trace_start());
+	map = ovl_map(&self->o, fd, LOWER_LEN, MSV_SYNC);
+	e = errno;
+	ASSERT_EQ(0, ms_sync_count(up.stx_ino, &c)) TH_LOG("tracefs or the fsync events are missing");
+	TH_LOG("MAP_SHARED_VALIDATE|MAP_SYNC of the copied-up file: %s, %d fsync of the upper inode during mmap(2)",
+	       map == MAP_FAILED ? strerror(e) : "mapped", c.fsyncs);
+	ASSERT_EQ(MAP_FAILED, map) TH_LOG("a MAP_SYNC mapping of a file that cannot have synchronous faults was made");
+	EXPECT_EQ(EOPNOTSUPP, e);
+	EXPECT_EQ(0, c.fsyncs) TH_LOG("a refused MAP_SYNC mmap(2) fsynced the upper file");
 }
 
 /*
