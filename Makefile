@@ -64,7 +64,8 @@ help:
 	@echo "                     (ends with 'N passed, N failed, N skipped')"
 	@echo "  make check T='PROG[:PATTERN] ...'  only those programs (or their cases matching a shell"
 	@echo "                     pattern of FIXTURE.VARIANT.TEST, e.g. T='sync_fault_alloc:one_fault.*') in one"
-	@echo "                     boot of KERNEL (default patched), no self-test, power cuts or benchmark"
+	@echo "                     boot of KERNEL (default patched), no self-test, power cuts or benchmark;"
+	@echo "                     what failed: T=\"\$$(cat build/results/latest/failed-patched.list)\""
 	@echo "  make test-crash    power-failure tests: 20 random power cuts per file system"
 	@echo "  make mutants       build kernels with one deliberate bug each; the suite must kill each"
 	@echo "                     (kill table; MUTANTS='name ...' for a subset; not part of make test)"
@@ -88,6 +89,8 @@ help:
 	@echo "             KCONFIG=default|debug|gdb (debug: lockdep, KFENCE, DEBUG_VM; gdb: debug info for --gdb)"
 	@echo "             RUNFLAGS='...' (extra qemu/mapsync-run options, e.g. --accel tcg)"
 	@echo "             SERIAL=1 (test, run: the suite's boots one after the other, not in two lanes)"
+	@echo "             RESULTS=<dir> (test, check, run: the results folder; default build/results/<time>,"
+	@echo "             build/results/latest points at the last: run.ktap, junit.xml, failed.list)"
 
 # --- packages: only what is missing, apt-get update once first
 deps:
@@ -190,7 +193,7 @@ BENCH_KERNELS := $(B)/kernel/stock/bzImage $(B)/kernel/no-lookahead/bzImage $(B)
 		 $(if $(filter 1,$(TWIN)),$(B)/kernel/twin/bzImage)
 
 test: deps $(TEST_IMAGES) rootfs
-	@qemu/suite $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(KROLE) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS)
+	@qemu/suite $(if $(RESULTS),--results $(RESULTS)) $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(KROLE) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS)
 
 # check: the named programs or cases alone, on one kernel (the edit-and-test loop)
 ifneq ($(filter check,$(MAKECMDGOALS)),)
@@ -199,14 +202,14 @@ $(error check: name what to run: make check T='sync_faults' or T='sync_fault_all
 endif
 endif
 check: deps $(KIMAGE) rootfs
-	@qemu/suite --kernel $(KIMAGE) $(KROLE) --crash-cycles 0 $(RUNFLAGS) -- $(T)
+	@qemu/suite $(if $(RESULTS),--results $(RESULTS)) --kernel $(KIMAGE) $(KROLE) --crash-cycles 0 $(RUNFLAGS) -- $(strip $(T))
 
 # run: the suite on both kernels, then the short benchmark (BENCH=full for
 # the whole one, an hour more), with everything in build/results/<time>/
 BENCH ?= quick
 run: deps $(TEST_IMAGES) $(BENCH_KERNELS) rootfs
-	@d=$(B)/results/$$(date +%Y%m%d-%H%M%S); \
-	qemu/suite --report $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS); rc=$$?; \
+	@d=$(or $(RESULTS),$(B)/results/$$(date +%Y%m%d-%H%M%S)); \
+	qemu/suite --results $$d $(foreach i,$(TEST_IMAGES),--kernel $(i)) $(if $(filter 1,$(SERIAL)),--serial) $(RUNFLAGS); rc=$$?; \
 	bench/bench $(if $(filter quick,$(BENCH)),--quick) --out $$d/bench \
 		$(foreach k,$(BENCH_KERNELS),--kernel $(k)) $(RUNFLAGS) > $$d/bench.log 2>&1 || rc=1; \
 	echo; cat $$d/report.md; echo; \
