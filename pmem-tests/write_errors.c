@@ -457,6 +457,68 @@ TEST_F(we, sigkill_past_eof_unaligned_changes_nothing)
 	run_case(_metadata, self, variant, &c, "sigkill_past_eof_unaligned");
 }
 
+/*
+ * The file system full: the write fails with ENOSPC before its first byte,
+ * past EOF (100 bytes at 5000, and a block at 1 MiB, of an empty file).
+ * Nothing may change.  Stock ext4 DAX: size offset - 28 (the error taken
+ * for a byte count, as for EFAULT).  The filler takes every block
+ * (fallocate in halving chunks; ext2, which cannot fallocate: written).
+ */
+static void fill_fs(struct __test_metadata *_metadata, const char *dir, enum fs fs)
+{
+	long chunk, at = 0;
+	int fd;
+
+	snprintf(path_filler, sizeof(path_filler), "%s/write_errors.filler", dir);
+	unlink(path_filler);
+	fd = open(path_filler, O_RDWR | O_CREAT | O_TRUNC | (fs == EXT2 ? O_DIRECT : 0), 0644);
+	ASSERT_LE(0, fd) TH_LOG("create %s: %s", path_filler, strerror(errno));
+	if (fs == EXT2) {
+		ASSERT_LT(0, write_marker(fd, 1L << 40)) TH_LOG("filling ext2: %s", strerror(errno));
+	} else {
+		for (chunk = 64L << 20; chunk >= BS; ) {
+			if (!fallocate(fd, 0, at, chunk)) {
+				at += chunk;
+				continue;
+			}
+			ASSERT_EQ(ENOSPC, errno) TH_LOG("fallocate: %s", strerror(errno));
+			chunk /= 2;
+		}
+	}
+	ASSERT_EQ(0, fsync(fd));
+	close(fd);
+}
+
+TEST_F(we, enospc_past_eof_changes_nothing)
+{
+	static const off_t offs[] = { 5000, 1L << 20 };
+	static const size_t lens[] = { 100, BS };
+	struct stat st;
+	unsigned int i;
+	ssize_t n;
+
+	snprintf(self->path, sizeof(self->path), "%s/enospc_past_eof", self->dir);
+	self->fd = ms_create_file(self->dir, "enospc_past_eof", 0);
+	ASSERT_LE(0, self->fd) TH_LOG("create %s: %s", self->path, strerror(errno));
+	ASSERT_EQ(0, fsync(self->fd));
+	fill_fs(_metadata, self->dir, variant->fs);
+	memset(self->buf, 'w', BS);
+	for (i = 0; i < 2; i++) {
+		errno = 0;
+		n = pwrite(self->fd, self->buf, lens[i], offs[i]);
+		TH_LOG("%s %s full: pwrite(%zu bytes at %lld): %zd (%s)", fs_name[variant->fs],
+		       variant->dax ? "DAX" : "non-DAX", lens[i], (long long)offs[i], n,
+		       n < 0 ? strerror(errno) : "written");
+		EXPECT_EQ(-1, n);
+		EXPECT_EQ(ENOSPC, errno);
+		ASSERT_EQ(0, fsync(self->fd));
+		ASSERT_EQ(0, fstat(self->fd, &st));
+		TH_LOG("then: size %lld, %lld 512-byte blocks", (long long)st.st_size, (long long)st.st_blocks);
+		EXPECT_EQ(0, st.st_size) TH_LOG("a write that failed with ENOSPC changed the size");
+		EXPECT_EQ(0, st.st_blocks) TH_LOG("a write that failed with ENOSPC kept blocks");
+	}
+}
+
 /* past EOF, aligned, after a hole: one written block, 8192 at 8192 */
 TEST_F(we, efault_past_eof_aligned_changes_nothing)
 {
