@@ -302,7 +302,7 @@ static void expect_content(struct __test_metadata *_metadata, int fd, off_t size
 		       what, bad, (long long)first, first >= 0 ? (unsigned char)buf[first] : 0,
 		       first >= 0 ? (unsigned char)(first >= woff && first < woff + (off_t)wlen ?
 						    new_byte(first) : old_byte(first)) : 0,
-		       (long long)(first / PG), (long long)(first % PG), bad, JUNK, junk, zero);
+		       (long long)(first / PG), (long long)(first % PG), junk, JUNK, zero, bad - junk - zero);
 	free(buf);
 }
 
