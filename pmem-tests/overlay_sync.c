@@ -286,6 +286,25 @@ static void expect_page_at(struct __test_metadata *_metadata, int fd, off_t off,
 					  what, strerror(e_));			\
 	} while (0)
 
+/*
+ * Open the lower-only file O_RDWR through the overlay (a copy-up); the fd
+ * replaces o->fd (closed by the teardown); *up: the upper file's statx
+ */
+static int copy_up_lower_only(struct __test_metadata *_metadata, struct ovl *o, struct statx *up)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/lower_only", o->merged);
+	fd = open(path, O_RDWR);
+	ASSERT_LE(0, fd) TH_LOG("open %s O_RDWR (copy-up): %s", path, strerror(errno));
+	close(o->fd);
+	o->fd = fd;
+	ASSERT_EQ(0, real_statx(o->upper, "lower_only", up))
+		TH_LOG("no copy-up: %s/lower_only: %s", o->upper, strerror(errno));
+	return fd;
+}
+
 FIXTURE(dax_upper) {
 	struct ovl o;
 	unsigned long ino;	/* the real (upper) inode of "f" */
@@ -381,13 +400,7 @@ TEST_F(dax_upper, copy_up_then_validate_map_sync_hole_write_is_synchronous_lower
 	ASSERT_EQ(0, real_statx(self->o.lower, "lower_only", &before));
 	ASSERT_NE(0, real_statx(self->o.upper, "lower_only", &up)) TH_LOG("the file is in the upper dir before copy-up");
 
-	snprintf(path, sizeof(path), "%s/lower_only", self->o.merged);
-	fd = open(path, O_RDWR);
-	ASSERT_LE(0, fd) TH_LOG("open %s O_RDWR (copy-up): %s", path, strerror(errno));
-	close(self->o.fd);
-	self->o.fd = fd;	/* closed by the teardown */
-	ASSERT_EQ(0, real_statx(self->o.upper, "lower_only", &up))
-		TH_LOG("no copy-up: %s/lower_only: %s", self->o.upper, strerror(errno));
+	fd = copy_up_lower_only(_metadata, &self->o, &up);
 	ASSERT_TRUE(is_dax(&up)) TH_LOG("the copied-up file is not DAX");
 	ASSERT_NE(before.stx_ino, up.stx_ino);
 	ASSERT_TRUE(page_is_hole(fd, LOWER_HOLE))
@@ -441,17 +454,11 @@ static void copy_up_map_sync_fsyncs(struct __test_metadata *_metadata, struct ov
 {
 	const char *name = flags == MSV_SYNC ? "MAP_SHARED_VALIDATE|MAP_SYNC" : "MAP_SHARED|MAP_SYNC";
 	struct ms_sync_count c;
-	char path[PATH_MAX], *map;
+	char *map;
 	struct statx up;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/lower_only", o->merged);
-	fd = open(path, O_RDWR);
-	ASSERT_LE(0, fd) TH_LOG("open %s O_RDWR (copy-up): %s", path, strerror(errno));
-	close(o->fd);
-	o->fd = fd;	/* closed by the teardown */
-	ASSERT_EQ(0, real_statx(o->upper, "lower_only", &up))
-		TH_LOG("no copy-up: %s/lower_only: %s", o->upper, strerror(errno));
+	fd = copy_up_lower_only(_metadata, o, &up);
 	ASSERT_TRUE(is_dax(&up)) TH_LOG("the copied-up file is not DAX");
 
 	ASSERT_EQ(0, ms_trace_start());
@@ -521,29 +528,35 @@ FIXTURE_TEARDOWN(volatile_upper)
 	ovl_teardown(_metadata, &self->o);
 }
 
-static void volatile_refuses(struct __test_metadata *_metadata, struct ovl *o, int flags)
+/*
+ * mmap(2) with flags through the overlay fails with EOPNOTSUPP (why: what
+ * it means if it does not).  A mapping made is never touched (a write fault through
+ * a VM_SYNC ext2 mapping can hang stock).
+ */
+static void expect_refused(struct __test_metadata *_metadata, struct ovl *o, int flags, const char *why)
 {
 	const char *name = flags == MSV_SYNC ? "MAP_SHARED_VALIDATE|MAP_SYNC" : "MAP_SHARED|MAP_SYNC";
 	char *map = ovl_map(o, o->fd, LEN, flags);
 	int e = errno;
 
 	if (map == MAP_FAILED)
-		TH_LOG("%s through a volatile overlay: %s", name, strerror(e));
+		TH_LOG("%s through the overlay: %s", name, strerror(e));
 	else
-		TH_LOG("%s through a volatile overlay: mapped, VM_SYNC (sf) %d", name, ms_vm_sync(map));
-	ASSERT_EQ(MAP_FAILED, map)
-		TH_LOG("a MAP_SYNC mapping of a file on a volatile overlay was made: its durability is discarded after a crash");
+		TH_LOG("%s through the overlay: mapped, VM_SYNC (sf) %d", name, ms_vm_sync(map));
+	ASSERT_EQ(MAP_FAILED, map) TH_LOG("%s", why);
 	EXPECT_EQ(EOPNOTSUPP, e) TH_LOG("refused with %s, expected EOPNOTSUPP", strerror(e));
 }
 
+#define VOLATILE_WHY "a MAP_SYNC mapping of a file on a volatile overlay was made: its durability is discarded after a crash"
+
 TEST_F(volatile_upper, validate_map_sync_is_refused_eopnotsupp)
 {
-	volatile_refuses(_metadata, &self->o, MSV_SYNC);
+	expect_refused(_metadata, &self->o, MSV_SYNC, VOLATILE_WHY);
 }
 
 TEST_F(volatile_upper, legacy_map_sync_is_refused_eopnotsupp)
 {
-	volatile_refuses(_metadata, &self->o, LEGACY_SYNC);
+	expect_refused(_metadata, &self->o, LEGACY_SYNC, VOLATILE_WHY);
 }
 
 /* the volatile overlay itself works: a plain MAP_SHARED mapping, no VM_SYNC */
@@ -587,17 +600,8 @@ FIXTURE_TEARDOWN(no_sync_upper)
 /* (d) the real file cannot have synchronous faults: EOPNOTSUPP, both kernels */
 TEST_F(no_sync_upper, validate_map_sync_is_refused_eopnotsupp)
 {
-	char *map = ovl_map(&self->o, self->o.fd, LEN, MSV_SYNC);
-	int e = errno;
-
-	if (map == MAP_FAILED)
-		TH_LOG("MAP_SHARED_VALIDATE|MAP_SYNC through the overlay: %s", strerror(e));
-	else
-		TH_LOG("MAP_SHARED_VALIDATE|MAP_SYNC through the overlay: mapped, VM_SYNC (sf) %d",
-		       ms_vm_sync(map));
-	/* never touched: a VM_SYNC mapping of an ext2 file can hang stock */
-	ASSERT_EQ(MAP_FAILED, map) TH_LOG("a MAP_SYNC mapping of a file that cannot have synchronous faults was made");
-	EXPECT_EQ(EOPNOTSUPP, e) TH_LOG("refused with %s, expected EOPNOTSUPP", strerror(e));
+	expect_refused(_metadata, &self->o, MSV_SYNC,
+		       "a MAP_SYNC mapping of a file that cannot have synchronous faults was made");
 }
 
 /*
@@ -606,22 +610,12 @@ TEST_F(no_sync_upper, validate_map_sync_is_refused_eopnotsupp)
  * carries VM_SYNC, and the real file's ->mmap() (non-DAX ext4/xfs) or
  * backing_file_mmap() (ext2: no FOP_MMAP_SYNC) refuses it, as stock does
  * for a non-DAX ext4/xfs file.  Stock maps the ext2 variants with a VM_SYNC
- * ext2 ignores.  A mapping made is never touched (a write fault through a
- * VM_SYNC ext2 mapping can hang stock).
+ * ext2 ignores.
  */
 TEST_F(no_sync_upper, legacy_map_sync_is_refused_eopnotsupp)
 {
-	char *map = ovl_map(&self->o, self->o.fd, LEN, LEGACY_SYNC);
-	int e = errno;
-
-	if (map == MAP_FAILED)
-		TH_LOG("MAP_SHARED|MAP_SYNC through the overlay: %s", strerror(e));
-	else
-		TH_LOG("MAP_SHARED|MAP_SYNC through the overlay: mapped, VM_SYNC (sf) %d",
-		       ms_vm_sync(map));
-	ASSERT_EQ(MAP_FAILED, map)
-		TH_LOG("legacy MAP_SHARED|MAP_SYNC mapped a file that cannot have synchronous faults: a program taking the success as the guarantee loses data at a crash");
-	EXPECT_EQ(EOPNOTSUPP, e) TH_LOG("refused with %s, expected EOPNOTSUPP", strerror(e));
+	expect_refused(_metadata, &self->o, LEGACY_SYNC,
+		       "legacy MAP_SHARED|MAP_SYNC mapped a file that cannot have synchronous faults: a program taking the success as the guarantee loses data at a crash");
 }
 
 /*
@@ -632,17 +626,11 @@ TEST_F(no_sync_upper, legacy_map_sync_is_refused_eopnotsupp)
 TEST_F(no_sync_upper, copy_up_then_refused_map_sync_syncs_nothing)
 {
 	struct ms_sync_count c;
-	char path[PATH_MAX], *map;
+	char *map;
 	struct statx up;
 	int fd, e;
 
-	snprintf(path, sizeof(path), "%s/lower_only", self->o.merged);
-	fd = open(path, O_RDWR);
-	ASSERT_LE(0, fd) TH_LOG("open %s O_RDWR (copy-up): %s", path, strerror(errno));
-	close(self->o.fd);
-	self->o.fd = fd;	/* closed by the teardown */
-	ASSERT_EQ(0, real_statx(self->o.upper, "lower_only", &up))
-		TH_LOG("no copy-up: %s/lower_only: %s", self->o.upper, strerror(errno));
+	fd = copy_up_lower_only(_metadata, &self->o, &up);
 	ASSERT_EQ(0, ms_trace_start());
 	map = ovl_map(&self->o, fd, LOWER_LEN, MSV_SYNC);
 	e = errno;

@@ -141,20 +141,6 @@ static int blocks_of(int fd, unsigned long long *phys)
 	return 0;
 }
 
-/* the byte every byte of page pg of fd holds, or -1 if they differ */
-static int page_byte(int fd, size_t pg)
-{
-	static char buf[PG];
-	size_t i;
-
-	if (pread(fd, buf, PG, pg * PG) != (ssize_t)PG)
-		return -1;
-	for (i = 1; i < PG; i++)
-		if (buf[i] != buf[0])
-			return -1;
-	return (unsigned char)buf[0];
-}
-
 FIXTURE_SETUP(mext)
 {
 	const char *dir = ms_mount_dir(MS_EXT4_NODAX);
@@ -217,14 +203,14 @@ TEST_F(mext, refused_and_nothing_moves)
 	for (pg = 0; pg < NPG; pg++)
 		TH_LOG("page %zu: non-DAX file pread '%c' block %#llx (was %#llx); "
 		       "DAX file pread '%c', mapping '%c', block %#llx (was %#llx)",
-		       pg, page_byte(pfd, pg), pa[pg], pb[pg],
-		       page_byte(dfd, pg), map[pg * PG], da[pg], db[pg]);
+		       pg, ms_page_byte(pfd, pg), pa[pg], pb[pg],
+		       ms_page_byte(dfd, pg), map[pg * PG], da[pg], db[pg]);
 	EXPECT_EQ(-1, ret);
 	EXPECT_EQ(EOPNOTSUPP, err);
 	EXPECT_EQ(0ULL, (unsigned long long)me.moved_len);
 	for (pg = 0; pg < NPG; pg++) {
-		EXPECT_EQ('a' + (int)pg, page_byte(pfd, pg));
-		EXPECT_EQ('p' + (int)pg, page_byte(dfd, pg));
+		EXPECT_EQ('a' + (int)pg, ms_page_byte(pfd, pg));
+		EXPECT_EQ('p' + (int)pg, ms_page_byte(dfd, pg));
 		EXPECT_EQ('p' + (int)pg, map[pg * PG]);
 		EXPECT_EQ(pb[pg], pa[pg]);
 		EXPECT_EQ(db[pg], da[pg]);

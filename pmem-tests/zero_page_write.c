@@ -75,20 +75,6 @@ static long minflt(void)
 	return getrusage(RUSAGE_THREAD, &ru) ? -1 : ru.ru_minflt;
 }
 
-/* the byte all of page pg of fd holds (pread), -1 if they differ */
-static int page_byte(int fd, size_t pg)
-{
-	static char buf[PG];
-	size_t i;
-
-	if (pread(fd, buf, PG, pg * PG) != (ssize_t)PG)
-		return -1;
-	for (i = 1; i < PG; i++)
-		if (buf[i] != buf[0])
-			return -1;
-	return (unsigned char)buf[0];
-}
-
 FIXTURE_SETUP(zp)
 {
 	char path[PATH_MAX];
@@ -154,8 +140,8 @@ TEST_F(zp, only_zero_pages)
 	EXPECT_EQ(0, faults) TH_LOG("write(2) tore down the mapping of a block it did not need to");
 	EXPECT_EQ('X', self->map[0]) TH_LOG("page 0: the mapping reads %#x", self->map[0]);
 	EXPECT_EQ('Y', self->map[2 * PG]) TH_LOG("page 2: the mapping reads %#x", self->map[2 * PG]);
-	EXPECT_EQ('X', page_byte(self->fd, 0));
-	EXPECT_EQ('Y', page_byte(self->fd, 2));
+	EXPECT_EQ('X', ms_page_byte(self->fd, 0));
+	EXPECT_EQ('Y', ms_page_byte(self->fd, 2));
 }
 
 TEST_F(zp, nowait)
@@ -178,7 +164,7 @@ TEST_F(zp, nowait)
 	EXPECT_EQ(-1, n);
 	EXPECT_EQ(EAGAIN, err);
 	if (n < 0)
-		EXPECT_EQ(0, page_byte(self->fd, 0)) TH_LOG("EAGAIN, but page 0 was written");
+		EXPECT_EQ(0, ms_page_byte(self->fd, 0)) TH_LOG("EAGAIN, but page 0 was written");
 	ASSERT_EQ((ssize_t)PG, pwrite(self->fd, buf, PG, 0));
 	EXPECT_EQ('X', self->map[0]) TH_LOG("page 0: the mapping reads %#x after a blocking pwrite()",
 					    self->map[0]);

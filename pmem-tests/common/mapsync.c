@@ -365,3 +365,16 @@ int ms_set_extsize(int fd, unsigned int bytes)
 		fa.fsx_xflags &= ~FS_XFLAG_EXTSIZE;
 	return ioctl(fd, FS_IOC_FSSETXATTR, &fa) ? -1 : 0;
 }
+
+int ms_page_byte(int fd, size_t pg)
+{
+	static char buf[4096];
+	size_t i;
+
+	if (pread(fd, buf, sizeof(buf), pg * sizeof(buf)) != (ssize_t)sizeof(buf))
+		return -1;
+	for (i = 1; i < sizeof(buf); i++)
+		if (buf[i] != buf[0])
+			return -1;
+	return (unsigned char)buf[0];
+}

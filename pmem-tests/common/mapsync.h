@@ -105,4 +105,7 @@ int ms_sync_count(unsigned long ino, struct ms_sync_count *c);
  * /proc/self/smaps): 1 or 0; -1 when no mapping holds addr.
  */
 int ms_vm_sync(const void *addr);
+
+/* the byte every byte of page pg (4 KiB) of fd holds, or -1 if they differ */
+int ms_page_byte(int fd, size_t pg);
 #endif
